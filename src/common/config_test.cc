@@ -1,0 +1,68 @@
+#include "common/config.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace ciuic {
+namespace {
+
+TEST(ParseSizeTest, AcceptsUnits) {
+  EXPECT_EQ(ParseSize("4096").value(), 4096u);
+  EXPECT_EQ(ParseSize("64K").value(), 64u << 10);
+  EXPECT_EQ(ParseSize("1MiB").value(), 1u << 20);
+  EXPECT_EQ(ParseSize("4g").value(), 4ull << 30);
+  EXPECT_EQ(ParseSize("1.5G").value(), 3ull << 29);
+  EXPECT_EQ(ParseSize(" 2 TiB ").value(), 2ull << 40);
+}
+
+TEST(ParseSizeTest, RejectsGarbage) {
+  for (const char* bad : {"", "abc", "-1", "12Q", "1.5", "1e30G", "nan"}) {
+    auto r = ParseSize(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(ClusterFileTest, SaveLoadRoundTrip) {
+  char tmpl[] = "/tmp/ciuic-cf-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string path = std::string(tmpl) + "/cluster.conf";
+  ClusterFile cf;
+  cf.cluster_uuid = NewUuid();
+  cf.mds = HostPort{"127.0.0.1", 7777};
+  cf.secret_hex = HexEncode(RandomBytes(32));
+  ASSERT_TRUE(cf.Save(path).ok());
+  auto back = ClusterFile::Load(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->cluster_uuid, cf.cluster_uuid);
+  EXPECT_EQ(back->mds.port, 7777);
+  EXPECT_EQ(back->SecretBytes().size(), 32u);
+  unlink(path.c_str());
+  rmdir(tmpl);
+}
+
+TEST(ClusterFileTest, MissingAndMalformed) {
+  EXPECT_FALSE(ClusterFile::Load("/nonexistent/ciuic.conf").ok());
+  char tmpl[] = "/tmp/ciuic-cf-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string path = std::string(tmpl) + "/bad.conf";
+  std::ofstream(path) << "mds = nohostport\n";
+  EXPECT_EQ(ClusterFile::Load(path).status().code(), StatusCode::kInvalidArgument);
+  unlink(path.c_str());
+  rmdir(tmpl);
+}
+
+TEST(HostPortTest, Parse) {
+  EXPECT_EQ(HostPort::Parse("127.0.0.1:80")->port, 80);
+  EXPECT_FALSE(HostPort::Parse("127.0.0.1").ok());
+  EXPECT_FALSE(HostPort::Parse("h:99999").ok());
+  EXPECT_FALSE(HostPort::Parse(":1").ok());
+}
+
+}  // namespace
+}  // namespace ciuic

@@ -1,0 +1,71 @@
+// Message type numbers of the wire protocol (docs/formats/wire.md). Never renumber.
+#pragma once
+
+#include <cstdint>
+
+namespace ciuic::net {
+
+enum class MsgType : uint16_t {
+  // Handshake, 1-9.
+  kHello = 1,
+  kChallenge = 2,
+  kProof = 3,
+  kWelcome = 4,
+  kPing = 5,  // empty body both ways
+
+  // MDS sessions and namespace, 100-199.
+  kOpenSession = 100,
+  kRenewSession = 101,
+  kCloseSession = 102,
+  kLookup = 110,
+  kResolvePath = 111,
+  kGetAttr = 112,
+  kSetAttr = 113,
+  kCreate = 114,
+  kMkdir = 115,
+  kUnlink = 116,
+  kRename = 117,
+  kSymlink = 118,
+  kReadlink = 119,
+  kLink = 120,
+  kReadDir = 121,
+  kOpen = 122,
+  kClose = 123,
+  kUpdateSize = 124,
+  kInstantiate = 125,
+  kSetLayout = 126,
+  kFallocate = 127,
+  kStatfs = 128,
+  kFsyncDir = 129,
+  kSetXattr = 130,
+  kGetXattr = 131,
+  kListXattr = 132,
+  kRemoveXattr = 133,
+  kTruncateDone = 134,
+
+  // MDS: OST map and OSS registration, 200-219.
+  kRegisterOss = 200,
+  kHeartbeat = 201,
+  kGetOstMap = 202,
+
+  // OSS data, 300-399.
+  kWrite = 300,
+  kRead = 301,
+  kSync = 302,
+  kPunch = 303,
+  kDestroy = 304,
+  kObjStat = 305,
+  kOstStatfs = 306,
+};
+
+// Roles proven in the handshake.
+enum class Role : uint32_t {
+  kClient = 1,
+  kOss = 2,
+  kAdmin = 3,
+};
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kMinProtocolVersion = 1;
+
+}  // namespace ciuic::net
