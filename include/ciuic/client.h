@@ -1,0 +1,292 @@
+// libciuic: the POSIX-like C++ client of a ciuic cluster.
+//
+// A Client holds one session with the MDS (renewed in the background) and one connection per OSS.
+// Metadata goes to the MDS; file data goes straight to the OSTs, computed from each file's layout
+// (RAID-0 striping over PFL components), with all of a request's stripe RPCs in flight at once.
+//
+// Paths are absolute within the cluster ("/a/b"). A path that is relative, has an empty
+// component ("/a//b"), a component longer than 255 bytes or a NUL byte is rejected with
+// kInvalidArgument or kNameTooLong. Errors carry the path: "NotFound: /a/b: no such entry".
+//
+// Consistency is close-to-open (as on NFS): data written through a File is visible to other
+// clients that open the file after the writer's Close() or Fsync() returned. O_APPEND is atomic
+// among the Files of one Client (appends from different clients may interleave or overlap), as on
+// NFS. Durability: a successful Fsync() means the data and the size survive a crash of any server.
+//
+// Thread-safety: Client and File are thread-safe; any method may be called from any thread, except
+// that a File must not be used after Close() or destruction begins. Blocking methods must not be
+// called from an async completion callback (callbacks run on a client network thread).
+// Ownership: each File keeps the machinery it needs alive, but all Files should be closed before
+// their Client is destroyed (the Client's destructor fails their later IO with kAborted).
+#pragma once
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ciuic/layout.h"
+#include "ciuic/status.h"
+
+namespace ciuic {
+
+struct ClientOptions {
+  // Cluster file (MDS address and secret). Empty: $CIUIC_CLUSTER, then ~/ciuic/cluster.conf.
+  std::string cluster_file;
+  // Caller identity sent with every MDS request (permission checks, owner of new files).
+  uint32_t uid = ::geteuid();
+  uint32_t gid = ::getegid();
+  std::vector<uint32_t> groups;  // supplementary groups
+  // Name of this client in the MDS's session table; empty: "<hostname>:<pid>".
+  std::string client_name;
+
+  // Bytes read ahead of a sequential reader, per open file (0 disables readahead).
+  size_t readahead_bytes = size_t{8} << 20;
+  // Small sequential writes are gathered per open file up to this many bytes before they are sent
+  // (0 disables aggregation). Larger writes go straight from the caller's buffer.
+  size_t write_buffer_bytes = size_t{4} << 20;
+  // Deadline of one RPC to an OSS, and of one RPC to the MDS.
+  int io_timeout_ms = 60000;
+  int mds_timeout_ms = 30000;
+  // How long IO keeps retrying (with backoff and jitter) an OST that is down, unreachable or busy
+  // before it fails with kUnavailable naming the OST. The MDS gets the same bound.
+  int ost_retry_ms = 30000;
+  // Network threads of the client (asio event loop). One is enough for several GB/s.
+  int io_threads = 1;
+  // Most data RPCs in flight per File (bounds memory and queueing; 0 = no limit).
+  int max_inflight_per_file = 64;
+  // Lifetime of cached attributes and directory entries; 0 disables the cache (every Stat asks
+  // the MDS). Another client's changes may be seen this much later.
+  int attr_cache_ms = 0;
+};
+
+// Attributes of a file, directory or symlink.
+struct FileStat {
+  uint64_t ino = 0;  // the FID sequence: stable, never reused (root is 1)
+  uint32_t fid_mds = 0;
+  uint32_t fid_ver = 0;
+  uint32_t mode = 0;  // S_IFMT | permission bits
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t nlink = 0;
+  uint64_t size = 0;
+  uint64_t blocks = 0;  // 512-byte blocks
+  uint64_t rdev = 0;
+  // Bumped by the MDS whenever the file's data may have changed (close/fsync after writes,
+  // truncate): caches key on it.
+  uint64_t data_version = 0;
+  int64_t atime_sec = 0;
+  uint32_t atime_nsec = 0;
+  int64_t mtime_sec = 0;
+  uint32_t mtime_nsec = 0;
+  int64_t ctime_sec = 0;
+  uint32_t ctime_nsec = 0;
+  int64_t btime_sec = 0;
+  uint32_t btime_nsec = 0;
+
+  bool is_dir() const { return (mode & S_IFMT) == S_IFDIR; }
+  bool is_reg() const { return (mode & S_IFMT) == S_IFREG; }
+  bool is_symlink() const { return (mode & S_IFMT) == S_IFLNK; }
+};
+
+struct DirEntry {
+  std::string name;
+  uint64_t ino = 0;
+  uint32_t type = 0;    // S_IFMT bits of the entry's mode
+  uint64_t cookie = 0;  // pass to ReadDirPage to continue after this entry (fits off_t)
+  bool has_attr = false;
+  FileStat attr;  // filled when has_attr (ReadDirPage with plus = true)
+};
+
+// One page of a directory listing.
+struct DirPage {
+  std::vector<DirEntry> entries;
+  uint64_t next_cookie = 0;  // cookie of the last entry (or the one passed in when empty)
+  bool eof = false;
+};
+
+struct OpenOptions {
+  // Expected final size: lets the adaptive layout policy choose the stripe count up front.
+  uint64_t size_hint = 0;
+  // Random access expected: turns readahead off and favors wide stripes for big files.
+  bool random_access = false;
+  // Explicit layout for a file this Open creates (ignored for an existing file); OSTs may be
+  // left empty for the MDS to choose.
+  const FileLayout* layout = nullptr;
+};
+
+struct StatFs {
+  uint64_t total_bytes = 0;
+  uint64_t free_bytes = 0;
+  uint64_t avail_bytes = 0;
+  uint64_t total_inodes = 0;
+  uint64_t free_inodes = 0;
+  uint32_t block_size = 4096;
+  uint32_t name_max = 255;
+};
+
+struct OstStatus {
+  uint32_t index = 0;
+  std::string addr;  // host:port of the serving OSS
+  uint64_t capacity = 0;
+  uint64_t free = 0;
+  std::string state;  // "up", "down", "full", "readonly"
+};
+
+// Completion of an async IO: bytes transferred or the error.
+using IoCallback = std::function<void(Result<size_t>)>;
+
+// One open file. Thread-safe: concurrent Pread/Pwrite/async calls are fine (one Client never has
+// two overlapping writes to the same range in flight: overlapping writes are ordered). Read/Write
+// share one file position.
+class File {
+ public:
+  virtual ~File() = default;  // closes the file if Close() was not called (errors are logged)
+
+  // Reads up to `len` bytes at `offset` into `buf`. Returns the bytes read: fewer than `len`
+  // only at end of file (0 at or past EOF). Holes read as zeros. Errors: kCorruption when a
+  // block fails its checksum (names OST, object and offset; no bad data is returned),
+  // kUnavailable when an OST stayed unreachable for ost_retry_ms, kPermissionDenied if not
+  // opened for reading, kIoError.
+  virtual Result<size_t> Pread(void* buf, size_t len, uint64_t offset) = 0;
+  // Writes `len` bytes at `offset`; returns `len`. The data may sit in the file's write buffer
+  // until Fsync/Close/a read of the range. Errors: kPermissionDenied if not opened for writing,
+  // kUnavailable, kNoSpace, kIoError (a buffered write's error is reported by the next call,
+  // Fsync or Close).
+  virtual Result<size_t> Pwrite(const void* buf, size_t len, uint64_t offset) = 0;
+  // Read/Write at the file position, advancing it. With O_APPEND, Write appends at the current
+  // end of file (atomic within this Client).
+  virtual Result<size_t> Read(void* buf, size_t len) = 0;
+  virtual Result<size_t> Write(const void* buf, size_t len) = 0;
+  // Moves the file position (SEEK_SET/SEEK_CUR/SEEK_END); returns the new position.
+  virtual Result<uint64_t> Seek(int64_t offset, int whence) = 0;
+
+  // Async forms: start the IO and return at once; `cb` runs exactly once on a client network
+  // thread when it is done. `buf` must stay valid (and, for writes, unchanged) until then. Many
+  // may be in flight (queue depth is not thread count). `cb` may start more async IO but must
+  // not call blocking methods. Async writes bypass the write buffer.
+  virtual void PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb) = 0;
+  virtual void PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallback cb) = 0;
+
+  // Sends buffered data, waits for writes in flight, syncs every OST object this File wrote
+  // and records the size durably on the MDS. Returns the first error of any earlier write.
+  virtual Status Fsync() = 0;
+  // Sends buffered data and waits for writes in flight (not durable yet); publishes the size.
+  virtual Status Flush() = 0;
+  // Sets the file size (as ftruncate): shrinking punches the objects, growing reads as zeros.
+  virtual Status Truncate(uint64_t size) = 0;
+  // Reserves space for [offset, offset+len) and, unless keep_size, extends the size (size hint
+  // for the layout policy). kNotSupported if the MDS has no fallocate.
+  virtual Status Allocate(uint64_t offset, uint64_t len, bool keep_size) = 0;
+  // Current attributes from the MDS, with the size including this File's unflushed writes.
+  virtual Result<FileStat> Stat() = 0;
+  // Flushes and closes: the data becomes visible to the next opener (close-to-open). Returns the
+  // first error of any earlier write. Idempotent; later IO fails with kInvalidArgument.
+  virtual Status Close() = 0;
+
+  // The layout as last seen (instantiated components get OSTs as the file is written).
+  virtual FileLayout layout() const = 0;
+  virtual const std::string& path() const = 0;  // as opened
+  virtual int flags() const = 0;                // open(2) flags as given
+  virtual uint64_t ino() const = 0;
+};
+
+class Client {
+ public:
+  // Reads the cluster file, connects to the MDS (authenticated handshake), opens a session and
+  // fetches the OST map. kNotFound (no cluster file), kUnavailable (MDS unreachable),
+  // kPermissionDenied (wrong secret), kInvalidArgument (bad cluster file).
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  // Closes the session (open files are released by the MDS) and the connections.
+  virtual ~Client() = default;
+
+  // Opens `path` with open(2) flags: O_RDONLY/O_WRONLY/O_RDWR, O_CREAT, O_EXCL, O_TRUNC,
+  // O_APPEND (O_DIRECTORY, O_NOFOLLOW, O_CLOEXEC, O_DIRECT, O_NOATIME are accepted). One MDS round
+  // trip. Errors: kNotFound, kAlreadyExists (O_CREAT|O_EXCL), kIsADirectory (write to a
+  // directory), kNotADirectory, kPermissionDenied, kLoop (O_NOFOLLOW on a symlink),
+  // kInvalidArgument.
+  virtual Result<std::unique_ptr<File>> Open(const std::string& path,
+                                             int flags,
+                                             uint32_t mode = 0644,
+                                             const OpenOptions& options = {}) = 0;
+  // Creates or replaces the contents of `path` with `data`: Open(O_CREAT|O_WRONLY|O_TRUNC) +
+  // Write + Close. Returns as Close does.
+  virtual Status WriteFile(const std::string& path,
+                           const std::string& data,
+                           uint32_t mode = 0644) = 0;
+  // Reads a whole file.
+  virtual Result<std::string> ReadFile(const std::string& path) = 0;
+
+  // Attributes of `path`, following (Stat) or not following (Lstat) a final symlink.
+  virtual Result<FileStat> Stat(const std::string& path) = 0;
+  virtual Result<FileStat> Lstat(const std::string& path) = 0;
+  // Creates a directory; kAlreadyExists, kNotFound (parent), kNotADirectory.
+  virtual Status Mkdir(const std::string& path, uint32_t mode = 0755) = 0;
+  // Creates a directory and its missing parents; OK if it already exists as a directory.
+  virtual Status MkdirAll(const std::string& path, uint32_t mode = 0755) = 0;
+  // Creates a special file or a regular file (mode includes S_IFIFO, S_IFCHR, S_IFREG...).
+  virtual Status Mknod(const std::string& path, uint32_t mode, uint64_t rdev = 0) = 0;
+  // Lists a whole directory ("." and ".." not included). For huge directories prefer pages.
+  virtual Result<std::vector<DirEntry>> ReadDir(const std::string& path) = 0;
+  // Lists up to `max_entries` entries after `cookie` (0: from the start). With `plus`, each entry
+  // carries its attributes.
+  virtual Result<DirPage> ReadDirPage(const std::string& path,
+                                      uint64_t cookie,
+                                      uint32_t max_entries,
+                                      bool plus = false) = 0;
+  // Removes a non-directory; an open File keeps reading and writing it until closed.
+  virtual Status Unlink(const std::string& path) = 0;
+  // Removes an empty directory; kNotEmpty, kNotADirectory.
+  virtual Status Rmdir(const std::string& path) = 0;
+  // Renames atomically (replacing `to` as rename(2)). flags: RENAME_NOREPLACE (1),
+  // RENAME_EXCHANGE (2). Errors: kNotFound, kAlreadyExists, kNotEmpty, kIsADirectory,
+  // kNotADirectory, kInvalidArgument (moving a directory under itself).
+  virtual Status Rename(const std::string& from, const std::string& to, unsigned flags = 0) = 0;
+  // Sets the size of a regular file (as truncate(2)).
+  virtual Status Truncate(const std::string& path, uint64_t size) = 0;
+  virtual Status Symlink(const std::string& target, const std::string& linkpath) = 0;
+  virtual Result<std::string> Readlink(const std::string& path) = 0;
+  // Makes `newpath` another name of the file `existing`; kTooManyLinks, kNotPermitted (dir).
+  virtual Status Link(const std::string& existing, const std::string& newpath) = 0;
+  virtual Status Chmod(const std::string& path, uint32_t mode) = 0;
+  // uid/gid of UINT32_MAX leave that field unchanged.
+  virtual Status Chown(const std::string& path, uint32_t uid, uint32_t gid) = 0;
+  // Sets access and modification times; tv_nsec may be UTIME_NOW or UTIME_OMIT.
+  virtual Status Utimens(const std::string& path,
+                         const struct timespec& atime,
+                         const struct timespec& mtime) = 0;
+
+  // Extended attributes. flags: XATTR_CREATE (1), XATTR_REPLACE (2). GetXattr/RemoveXattr of a
+  // missing name: kNotFound.
+  virtual Status SetXattr(const std::string& path,
+                          const std::string& name,
+                          const std::string& value,
+                          int flags = 0) = 0;
+  virtual Result<std::string> GetXattr(const std::string& path, const std::string& name) = 0;
+  virtual Result<std::vector<std::string>> ListXattr(const std::string& path) = 0;
+  virtual Status RemoveXattr(const std::string& path, const std::string& name) = 0;
+
+  // Layout of a file, or the default layout a directory gives new files (empty if none).
+  virtual Result<FileLayout> GetLayout(const std::string& path) = 0;
+  // Sets the layout of an empty regular file, or a directory's default for new files.
+  // kInvalidArgument (bad layout), kBusy (the file already has data).
+  virtual Status SetLayout(const std::string& path, const FileLayout& layout) = 0;
+
+  // Space and inodes of the whole cluster.
+  virtual Result<StatFs> Statfs() = 0;
+  // The OSTs as the MDS sees them (fresh from the MDS).
+  virtual Result<std::vector<OstStatus>> OstMap() = 0;
+
+  virtual const std::string& cluster_uuid() const = 0;
+  virtual const ClientOptions& options() const = 0;
+};
+
+}  // namespace ciuic
