@@ -1,0 +1,478 @@
+#include "cluster_cmd.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ciuic/client.h"
+#include "common/config.h"
+
+namespace ciuic::cli {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kShapeFile = "cluster.shape";
+
+struct Shape {
+  int num_oss = 2;
+  int osts_per_oss = 2;
+  std::string io_engine = "auto";
+};
+
+void Fail(const std::string& msg) { fmt::print(stderr, "ciuic: {}\n", msg); }
+
+std::string SelfDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : exe.parent_path().string();
+}
+
+// Finds a sibling binary (ciuic-mds, ciuic-oss) next to this executable, else on PATH.
+std::string FindBinary(const std::string& name) {
+  fs::path p = fs::path(SelfDir()) / name;
+  if (::access(p.c_str(), X_OK) == 0) return p.string();
+  return name;
+}
+
+Result<uint16_t> PickFreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Status::FromErrno(errno, "socket");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::FromErrno(e, "cannot find a free port");
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool PortFree(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::map<std::string, std::string> ReadKv(const fs::path& p) {
+  std::map<std::string, std::string> kv;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(" \t"));
+      s.erase(s.find_last_not_of(" \t\r") + 1);
+      return s;
+    };
+    kv[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return kv;
+}
+
+Result<Shape> LoadShape(const fs::path& dir) {
+  fs::path p = dir / kShapeFile;
+  if (!fs::exists(p)) return Status::NotFound("no " + p.string());
+  auto kv = ReadKv(p);
+  Shape s;
+  try {
+    s.num_oss = std::stoi(kv.at("num_oss"));
+    s.osts_per_oss = std::stoi(kv.at("osts_per_oss"));
+    if (kv.count("io_engine")) s.io_engine = kv["io_engine"];
+  } catch (const std::exception&) {
+    return Status::InvalidArgument(p.string() + " is malformed");
+  }
+  if (s.num_oss < 1 || s.osts_per_oss < 1) return Status::InvalidArgument(p.string() + " is malformed");
+  return s;
+}
+
+Status SaveShape(const fs::path& dir, const Shape& s) {
+  std::ofstream out(dir / kShapeFile, std::ios::trunc);
+  out << "# shape of the local cluster started by `ciuic cluster up`\n"
+      << "num_oss = " << s.num_oss << "\nosts_per_oss = " << s.osts_per_oss
+      << "\nio_engine = " << s.io_engine << "\n";
+  if (!out) return Status::IoError("cannot write " + (dir / kShapeFile).string());
+  return Status::OK();
+}
+
+pid_t ReadPid(const fs::path& p) {
+  std::ifstream in(p);
+  long pid = 0;
+  if (!(in >> pid) || pid <= 0) return 0;
+  return static_cast<pid_t>(pid);
+}
+
+// True when `pid` is alive and is one of our server binaries (pid files can go stale).
+bool IsOurProcess(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+  std::string cmd;
+  std::getline(in, cmd, '\0');
+  if (cmd.find("ciuic-mds") == std::string::npos && cmd.find("ciuic-oss") == std::string::npos) {
+    return false;
+  }
+  // A zombie is not alive.
+  std::ifstream st(fmt::format("/proc/{}/stat", pid));
+  std::string s;
+  std::getline(st, s);
+  auto rp = s.rfind(')');
+  return !(rp != std::string::npos && rp + 2 < s.size() && s[rp + 2] == 'Z');
+}
+
+std::string LastLines(const fs::path& p, int n) {
+  std::ifstream in(p);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  std::string out;
+  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size(); ++i) {
+    out += (out.empty() ? "" : " | ") + lines[i];
+  }
+  return out;
+}
+
+// Starts `argv` as a daemon (own session, stdio to `out_log`); returns its pid.
+Result<pid_t> Spawn(const std::vector<std::string>& argv, const fs::path& out_log) {
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::FromErrno(errno, "fork");
+  if (pid == 0) {
+    ::setsid();
+    int devnull = ::open("/dev/null", O_RDONLY);
+    int log = ::open(out_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (log >= 0) {
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+    }
+    for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot execute %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+Status WritePid(const fs::path& p, pid_t pid) {
+  std::ofstream out(p, std::ios::trunc);
+  out << pid << "\n";
+  return out ? Status::OK() : Status::IoError("cannot write " + p.string());
+}
+
+// Waits until `port_file` appears (the server is serving) or the process dies.
+Status WaitForStart(pid_t pid, const fs::path& port_file, const fs::path& log, const std::string& what,
+                    int timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (fs::exists(port_file)) return Status::OK();
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      return Status::Unavailable(fmt::format("{} exited at start: {}", what, LastLines(log, 1)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::TimedOut(fmt::format("{} did not start within {} s (see {})", what, timeout_s,
+                                      log.string()));
+}
+
+std::vector<std::pair<std::string, fs::path>> PidFiles(const fs::path& dir, const Shape& shape) {
+  std::vector<std::pair<std::string, fs::path>> out;
+  for (int i = 0; i < shape.num_oss; ++i) {
+    out.emplace_back(fmt::format("oss{}", i), dir / "run" / fmt::format("oss{}.pid", i));
+  }
+  out.emplace_back("mds", dir / "run" / "mds.pid");
+  return out;
+}
+
+}  // namespace
+
+std::string DefaultClusterDir(const std::string& dir) {
+  if (!dir.empty()) return dir;
+  if (const char* env = std::getenv("CIUIC_CLUSTER"); env != nullptr && *env != '\0') {
+    return fs::path(env).parent_path().string();
+  }
+  const char* home = std::getenv("HOME");
+  return fmt::format("{}/ciuic", home ? home : ".");
+}
+
+int ClusterUp(const ClusterUpOptions& o) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(o.dir, ec);
+  fs::create_directories(dir / "run", ec);
+  fs::create_directories(dir / "logs", ec);
+  if (ec) {
+    Fail(fmt::format("cannot create cluster directory {}: {}", dir.string(), ec.message()));
+    return 1;
+  }
+  fs::path conf = dir / "cluster.conf";
+  ClusterFile cf;
+  Shape shape{o.num_oss, o.osts_per_oss, o.io_engine};
+  if (fs::exists(conf)) {
+    auto loaded = ClusterFile::Load(conf);
+    if (!loaded.ok()) {
+      Fail(loaded.status().message());
+      return 1;
+    }
+    cf = *loaded;
+    auto s = LoadShape(dir);
+    if (s.ok()) shape = *s;  // an existing cluster keeps its shape and data
+  } else {
+    if (o.num_oss < 1 || o.osts_per_oss < 1 || o.num_oss * o.osts_per_oss > 256) {
+      Fail("need 1..256 OSTs: --oss and --osts-per-oss must be at least 1");
+      return 1;
+    }
+    cf.cluster_uuid = NewUuid();
+    cf.secret_hex = HexEncode(RandomBytes(32));
+    uint16_t port = static_cast<uint16_t>(o.mds_port);
+    if (port == 0) {
+      auto p = PickFreePort();
+      if (!p.ok()) {
+        Fail(p.status().message());
+        return 1;
+      }
+      port = *p;
+    }
+    cf.mds = HostPort{"127.0.0.1", port};
+    if (auto s = cf.Save(conf); !s.ok()) {
+      Fail(s.message());
+      return 1;
+    }
+    if (auto s = SaveShape(dir, shape); !s.ok()) {
+      Fail(s.message());
+      return 1;
+    }
+  }
+
+  // Refuse to start twice.
+  for (const auto& [name, pidfile] : PidFiles(dir, shape)) {
+    if (IsOurProcess(ReadPid(pidfile))) {
+      Fail(fmt::format("cluster in {} is already running ({} has pid {}); stop it with `ciuic "
+                       "cluster down {}`",
+                       dir.string(), name, ReadPid(pidfile), dir.string()));
+      return 1;
+    }
+  }
+  if (!PortFree(cf.mds.port)) {
+    Fail(fmt::format("MDS port {} is in use by another program", cf.mds.port));
+    return 1;
+  }
+
+  // MDS.
+  fs::path mds_port_file = dir / "run" / "mds.port";
+  fs::remove(mds_port_file, ec);
+  fs::create_directories(dir / "mds", ec);
+  std::vector<std::string> mds_argv = {FindBinary("ciuic-mds"), "--data", (dir / "mds").string(),
+                                       "--listen", cf.mds.ToString(), "--cluster-file",
+                                       conf.string(), "--log", (dir / "logs" / "mds.log").string(),
+                                       "--port-file", mds_port_file.string()};
+  auto mds_pid = Spawn(mds_argv, dir / "logs" / "mds.out");
+  if (!mds_pid.ok()) {
+    Fail(mds_pid.status().message());
+    return 1;
+  }
+  (void)WritePid(dir / "run" / "mds.pid", *mds_pid).ok();
+  if (auto s = WaitForStart(*mds_pid, mds_port_file, dir / "logs" / "mds.out", "ciuic-mds",
+                            o.timeout_s);
+      !s.ok()) {
+    Fail(s.message());
+    return 1;
+  }
+
+  // OSS processes.
+  std::vector<pid_t> oss_pids;
+  for (int i = 0; i < shape.num_oss; ++i) {
+    std::vector<std::string> argv = {FindBinary("ciuic-oss")};
+    for (int j = 0; j < shape.osts_per_oss; ++j) {
+      int index = i * shape.osts_per_oss + j;
+      fs::path ost = dir / fmt::format("oss{}", i) / fmt::format("ost{}", index);
+      fs::create_directories(ost, ec);
+      argv.push_back("--ost");
+      argv.push_back(fmt::format("{}:{}", index, ost.string()));
+    }
+    fs::path port_file = dir / "run" / fmt::format("oss{}.port", i);
+    fs::remove(port_file, ec);
+    for (const std::string& a :
+         {std::string("--listen"), std::string("127.0.0.1:0"), std::string("--cluster-file"),
+          conf.string(), std::string("--io-engine"), shape.io_engine, std::string("--log"),
+          (dir / "logs" / fmt::format("oss{}.log", i)).string(), std::string("--port-file"),
+          port_file.string()}) {
+      argv.push_back(a);
+    }
+    auto pid = Spawn(argv, dir / "logs" / fmt::format("oss{}.out", i));
+    if (!pid.ok()) {
+      Fail(pid.status().message());
+      return 1;
+    }
+    (void)WritePid(dir / "run" / fmt::format("oss{}.pid", i), *pid).ok();
+    if (auto s = WaitForStart(*pid, port_file, dir / "logs" / fmt::format("oss{}.out", i),
+                              fmt::format("ciuic-oss {}", i), o.timeout_s);
+        !s.ok()) {
+      Fail(s.message());
+      return 1;
+    }
+    oss_pids.push_back(*pid);
+  }
+
+  // Wait until the MDS sees every OST up.
+  ClientOptions copts;
+  copts.cluster_file = conf.string();
+  copts.ost_retry_ms = 2000;
+  auto client = Client::Connect(copts);
+  if (!client.ok()) {
+    Fail(fmt::format("cluster started but a client cannot connect: {}", client.status().ToString()));
+    return 1;
+  }
+  const size_t want = static_cast<size_t>(shape.num_oss * shape.osts_per_oss);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+  size_t up = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto map = (*client)->OstMap();
+    up = 0;
+    if (map.ok()) {
+      for (const auto& ost : *map) up += ost.state == "up" ? 1 : 0;
+    }
+    if (up >= want) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (up < want) {
+    Fail(fmt::format("only {} of {} OSTs registered with the MDS within {} s (see {}/logs)", up, want,
+                     o.timeout_s, dir.string()));
+    return 1;
+  }
+  fmt::print("ciuic cluster up: MDS at {}, {} OSS x {} OSTs, data in {}\n", cf.mds.ToString(),
+             shape.num_oss, shape.osts_per_oss, dir.string());
+  fmt::print("cluster file: {}\n  export CIUIC_CLUSTER={}\n", conf.string(), conf.string());
+  return 0;
+}
+
+int ClusterDown(const std::string& dir_in, int timeout_s) {
+  fs::path dir = fs::absolute(dir_in);
+  auto shape = LoadShape(dir);
+  if (!shape.ok()) {
+    Fail(fmt::format("{} is not a ciuic cluster directory ({})", dir.string(),
+                     shape.status().message()));
+    return 1;
+  }
+  int stopped = 0;
+  std::vector<std::pair<std::string, pid_t>> live;
+  for (const auto& [name, pidfile] : PidFiles(dir, *shape)) {
+    pid_t pid = ReadPid(pidfile);
+    if (IsOurProcess(pid)) {
+      ::kill(pid, SIGTERM);
+      live.emplace_back(name, pid);
+    }
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (const auto& [name, pid] : live) {
+    while (IsOurProcess(pid) && std::chrono::steady_clock::now() < deadline) {
+      ::waitpid(pid, nullptr, WNOHANG);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (IsOurProcess(pid)) {
+      fmt::print(stderr, "ciuic: {} (pid {}) did not stop in {} s; killing it\n", name, pid,
+                 timeout_s);
+      ::kill(pid, SIGKILL);
+    }
+    ++stopped;
+  }
+  for (const auto& [name, pidfile] : PidFiles(dir, *shape)) {
+    std::error_code ec;
+    fs::remove(pidfile, ec);
+  }
+  if (stopped == 0) {
+    fmt::print("ciuic cluster in {} was not running\n", dir.string());
+  } else {
+    fmt::print("ciuic cluster down: stopped {} processes; data kept in {}\n", stopped, dir.string());
+  }
+  return 0;
+}
+
+int ClusterStatus(const std::string& dir_in) {
+  fs::path dir = fs::absolute(dir_in);
+  auto shape = LoadShape(dir);
+  if (!shape.ok()) {
+    Fail(fmt::format("{} is not a ciuic cluster directory: start one with `ciuic cluster up {}`",
+                     dir.string(), dir.string()));
+    return 1;
+  }
+  int running = 0;
+  std::string procs;
+  for (const auto& [name, pidfile] : PidFiles(dir, *shape)) {
+    pid_t pid = ReadPid(pidfile);
+    bool alive = IsOurProcess(pid);
+    running += alive ? 1 : 0;
+    procs += fmt::format("  {:<6} {}\n", name, alive ? fmt::format("running (pid {})", pid) : "stopped");
+  }
+  if (running == 0) {
+    Fail(fmt::format("cluster not running: start it with `ciuic cluster up {}`", dir.string()));
+    return 1;
+  }
+  fmt::print("cluster {} ({} of {} processes running)\n{}", dir.string(), running,
+             shape->num_oss + 1, procs);
+  ClientOptions copts;
+  copts.cluster_file = (dir / "cluster.conf").string();
+  copts.ost_retry_ms = 2000;
+  auto client = Client::Connect(copts);
+  if (!client.ok()) {
+    Fail(fmt::format("MDS not reachable: {}", client.status().ToString()));
+    return 1;
+  }
+  auto map = (*client)->OstMap();
+  if (!map.ok()) {
+    Fail(map.status().ToString());
+    return 1;
+  }
+  uint64_t cap = 0, free = 0;
+  fmt::print("{:>4}  {:<22} {:>6} {:>12} {:>12}\n", "OST", "OSS", "state", "capacity", "free");
+  for (const auto& o : *map) {
+    fmt::print("{:>4}  {:<22} {:>6} {:>12} {:>12}\n", o.index, o.addr, o.state,
+               FormatSize(o.capacity), FormatSize(o.free));
+    cap += o.capacity;
+    free += o.free;
+  }
+  auto sf = (*client)->Statfs();
+  if (sf.ok()) {
+    fmt::print("total: {} free of {} ({} inodes used)\n", FormatSize(sf->free_bytes),
+               FormatSize(sf->total_bytes), sf->total_inodes - sf->free_inodes);
+  }
+  return 0;
+}
+
+}  // namespace ciuic::cli

@@ -1,0 +1,26 @@
+// `ciuic cluster up|down|status`: a local cluster of real processes (1 MDS + N OSS on 127.0.0.1)
+// with its data, logs and cluster file under one directory (docs/formats/cluster-dir.md).
+#pragma once
+
+#include <string>
+
+namespace ciuic::cli {
+
+struct ClusterUpOptions {
+  std::string dir;
+  int num_oss = 2;
+  int osts_per_oss = 2;
+  int mds_port = 0;  // 0: pick a free port the first time, then keep it
+  std::string io_engine = "auto";
+  int timeout_s = 30;
+};
+
+// Each returns the process exit code and prints one clear line on failure.
+int ClusterUp(const ClusterUpOptions& options);
+int ClusterDown(const std::string& dir, int timeout_s);
+int ClusterStatus(const std::string& dir);
+
+// The cluster directory: `dir` if given, else the directory of $CIUIC_CLUSTER, else ~/ciuic.
+std::string DefaultClusterDir(const std::string& dir);
+
+}  // namespace ciuic::cli

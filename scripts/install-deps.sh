@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages ciuic needs to build, test and benchmark. Idempotent: runs
+# `apt-get update` once (only when something is missing) and installs only what is absent.
+set -euo pipefail
+
+PACKAGES=(
+  cmake ninja-build g++ pkg-config ccache git
+  librocksdb-dev liburing-dev libfuse3-dev fuse3 libasio-dev libprotobuf-dev protobuf-compiler
+  libssl-dev libcurl4-openssl-dev libisal-dev libzstd-dev libcli11-dev libfmt-dev libspdlog-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy fio procps psmisc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs every test: installs dependencies, builds the release and the ASan+UBSan trees, runs the
+# unit and integration tests in both and the end-to-end tests of the real binaries (which start
+# and stop their own local clusters) in the release tree.
+# Usage: scripts/test.sh [--no-asan]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+asan=1
+for a in "$@"; do
+  case "$a" in
+    --no-asan) asan=0 ;;
+    *) echo "test.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+
+scripts/install-deps.sh
+export CTEST_OUTPUT_ON_FAILURE=1
+jobs=$(nproc)
+status=0
+rm -f build/release/ctest-*.log build/asan/ctest-*.log
+summary=()
+
+run_ctest() {  # name build-dir ctest-args...
+  local name="$1" dir="$2"
+  shift 2
+  local log="$dir/ctest-$name.log"
+  if ctest --test-dir "$dir" -j "$jobs" --timeout 900 "$@" 2>&1 | tee "$log"; then
+    :
+  else
+    status=1
+  fi
+  summary+=("$name: $(grep -E 'tests passed|tests failed' "$log" | tail -1)")
+}
+
+echo "== release build"
+scripts/build.sh release
+run_ctest release build/release
+
+if [ "$asan" = 1 ]; then
+  echo "== ASan+UBSan build"
+  scripts/build.sh asan
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_ctest asan build/asan -LE e2e
+fi
+
+echo
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+passed=0 failed=0
+for d in build/release/ctest-release.log build/asan/ctest-asan.log; do
+  [ -f "$d" ] || continue
+  line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$d" | tail -1 || true)
+  if [ -n "$line" ]; then
+    total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$line")
+    passed=$((passed + total - f))
+    failed=$((failed + f))
+  fi
+done
+echo "$passed passed, $failed failed"
+if [ "$failed" -ne 0 ]; then status=1; fi
+exit $status
