@@ -240,6 +240,8 @@ Status PutFile(Client& c, const std::string& src, const std::string& dst, int th
   worker();
   for (auto& t : ts) t.join();
   ::close(fd);
+  // put is durable when it returns: a crash of any server afterwards loses nothing.
+  if (first.ok()) first = (*f)->Fsync();
   Status cs = (*f)->Close();
   if (!first.ok()) return first;
   return cs;
