@@ -4,7 +4,9 @@
 //   MemIoEngine    - in-memory files with a durable/volatile split; SimulatePowerLoss() drops
 //                    every byte (and every file) not made durable by Fsync/Fdatasync/SyncDir
 // Thread-safety: every method may be called concurrently from any thread. Callbacks of
-// *Async methods run on an engine thread and must not block.
+// *Async methods run on an engine thread and must not block for long; they may submit more ops.
+// Errors: kNotFound, kAlreadyExists, kNoSpace (ENOSPC/EDQUOT), kInvalidArgument (e.g. misaligned
+// O_DIRECT), kIoError, and the other errno mappings of Status::FromErrno.
 #pragma once
 
 #include <sys/types.h>
@@ -77,7 +79,7 @@ class IoEngine {
 
   // Namespace operations on paths.
   virtual Result<FileStat> StatPath(const std::string& path) = 0;  // kNotFound if absent
-  virtual Status Unlink(const std::string& path) = 0;                // kNotFound if absent
+  virtual Status Unlink(const std::string& path) = 0;              // kNotFound if absent
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   virtual Status MkdirAll(const std::string& path) = 0;
   // Makes the directory's entries (creates, unlinks, renames) durable.
@@ -85,6 +87,10 @@ class IoEngine {
   // Lists the names in a directory (not "." or "..").
   virtual Result<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual Result<FsStat> StatFs(const std::string& path) = 0;
+
+  // Takes an exclusive advisory lock on the open file (flock(LOCK_EX|LOCK_NB) on disk), released
+  // by Close. kBusy if another handle holds it, even in another process.
+  virtual Status LockFile(FileHandle fh) = 0;
 };
 
 enum class IoEngineKind { kAuto, kUring, kPosix };
