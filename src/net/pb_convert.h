@@ -14,20 +14,26 @@ inline void ToPb(const Fid& f, pb::Fid* out) {
   out->set_mds(f.mds);
   out->set_ver(f.ver);
 }
-inline Fid FromPb(const pb::Fid& f) { return Fid{f.seq(), f.mds(), f.ver()}; }
+inline Fid FromPb(const pb::Fid& f) {
+  return Fid{f.seq(), f.mds(), f.ver()};
+}
 
 inline void ToPb(const ObjectId& o, pb::ObjectId* out) {
   ToPb(o.fid, out->mutable_fid());
   out->set_comp(o.comp);
   out->set_stripe(o.stripe);
 }
-inline ObjectId FromPb(const pb::ObjectId& o) { return ObjectId{FromPb(o.fid()), o.comp(), o.stripe()}; }
+inline ObjectId FromPb(const pb::ObjectId& o) {
+  return ObjectId{FromPb(o.fid()), o.comp(), o.stripe()};
+}
 
 inline void ToPb(const Timespec& t, pb::Timespec* out) {
   out->set_sec(t.sec);
   out->set_nsec(t.nsec);
 }
-inline Timespec FromPb(const pb::Timespec& t) { return Timespec{t.sec(), t.nsec()}; }
+inline Timespec FromPb(const pb::Timespec& t) {
+  return Timespec{t.sec(), t.nsec()};
+}
 
 inline void ToPb(const LayoutComponent& c, pb::Component* out) {
   out->set_id(c.id);
@@ -36,7 +42,8 @@ inline void ToPb(const LayoutComponent& c, pb::Component* out) {
   out->set_stripe_size(c.stripe_size);
   out->set_stripe_count(c.stripe_count);
   out->clear_osts();
-  for (auto o : c.osts) out->add_osts(o);
+  for (auto o : c.osts)
+    out->add_osts(o);
 }
 inline LayoutComponent FromPb(const pb::Component& c) {
   LayoutComponent out;
@@ -52,18 +59,21 @@ inline LayoutComponent FromPb(const pb::Component& c) {
 inline void ToPb(const FileLayout& l, pb::Layout* out) {
   out->Clear();
   out->set_pattern(l.pattern);
-  for (const auto& c : l.components) ToPb(c, out->add_components());
+  for (const auto& c : l.components)
+    ToPb(c, out->add_components());
 }
 inline FileLayout FromPb(const pb::Layout& l) {
   FileLayout out;
   out.pattern = l.pattern();
-  for (const auto& c : l.components()) out.components.push_back(FromPb(c));
+  for (const auto& c : l.components())
+    out.components.push_back(FromPb(c));
   return out;
 }
 
 inline Status FromPb(const pb::ErrorInfo& e) {
   auto code = static_cast<StatusCode>(e.code());
-  if (code == StatusCode::kOk) code = StatusCode::kInternal;
+  if (code == StatusCode::kOk)
+    code = StatusCode::kInternal;
   return Status(code, e.message());
 }
 inline void ToPb(const Status& s, pb::ErrorInfo* out) {

@@ -73,7 +73,8 @@ class ServerCall {
 
   // Sends `body` followed by the concatenation of `data` as the data segment. The memory that
   // `data` points to must stay valid until the reply is sent: `keepalive` is held until then.
-  void Reply(const google::protobuf::MessageLite& body, std::vector<ConstSpan> data = {},
+  void Reply(const google::protobuf::MessageLite& body,
+             std::vector<ConstSpan> data = {},
              std::shared_ptr<void> keepalive = nullptr);
   void ReplyError(const Status& status);
   bool replied() const;
@@ -88,7 +89,7 @@ class RpcServer {
  public:
   struct Options {
     std::string host = "127.0.0.1";
-    uint16_t port = 0;  // 0: ephemeral
+    uint16_t port = 0;   // 0: ephemeral
     std::string secret;  // raw bytes of the cluster key
     uint32_t key_id = 1;
     std::string cluster_uuid;
@@ -98,6 +99,16 @@ class RpcServer {
     // Requests in flight per connection before the server stops reading from it.
     size_t max_inflight_per_conn = 256;
     std::string name = "rpc";  // for logs
+    // A connection must finish the handshake within this time (0: no limit).
+    int handshake_timeout_ms = 10000;
+    // A frame that has started arriving, or a reply being written, must make progress within
+    // this time, else the connection is closed.
+    int stall_timeout_ms = 30000;
+    // Connections with no traffic for this long are closed (0: never).
+    int idle_timeout_ms = 0;
+    // Protocol versions this server speaks.
+    uint32_t min_version = kMinProtocolVersion;
+    uint32_t max_version = kProtocolVersion;
   };
 
   explicit RpcServer(Options options);
@@ -137,6 +148,7 @@ class EventLoop {
   void* native();  // the asio::io_context*, for the implementation
 
  private:
+  friend class RpcChannel;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -156,8 +168,14 @@ struct ChannelOptions {
   std::string secret;  // raw key bytes
   uint32_t key_id = 1;
   Role role = Role::kClient;
-  int connect_timeout_ms = 5000;
+  int connect_timeout_ms = 5000;  // covers connecting and the handshake
   FrameLimits limits;
+  // A reply that has started arriving, or a request being written, must make progress within
+  // this time, else the connection is closed (pending calls fail with kUnavailable).
+  int stall_timeout_ms = 30000;
+  // Protocol versions this client offers.
+  uint32_t min_version = kMinProtocolVersion;
+  uint32_t max_version = kProtocolVersion;
 };
 
 // One authenticated TCP connection to a server. Thread-safe: calls may be issued from any thread
@@ -167,7 +185,8 @@ class RpcChannel {
  public:
   // Connects and runs the handshake. kUnavailable if the server cannot be reached,
   // kPermissionDenied if the secret is wrong, kNotSupported if no common protocol version.
-  static Result<std::shared_ptr<RpcChannel>> Connect(EventLoop* loop, const HostPort& addr,
+  static Result<std::shared_ptr<RpcChannel>> Connect(EventLoop* loop,
+                                                     const HostPort& addr,
                                                      const ChannelOptions& options);
   ~RpcChannel();
 
@@ -175,16 +194,23 @@ class RpcChannel {
   // Status, kUnavailable on a broken connection, kTimedOut after `timeout_ms`). `out_data` is the
   // request's data segment and must stay valid until `cb` runs. `in_dest`, if large enough, gets
   // the reply's data segment with no extra copy.
-  void CallAsync(MsgType type, const google::protobuf::MessageLite& req,
-                 std::vector<ConstSpan> out_data, std::span<uint8_t> in_dest, ReplyCallback cb,
+  void CallAsync(MsgType type,
+                 const google::protobuf::MessageLite& req,
+                 std::vector<ConstSpan> out_data,
+                 std::span<uint8_t> in_dest,
+                 ReplyCallback cb,
                  int timeout_ms = 60000);
   // Blocking form of CallAsync. Never call it from an EventLoop thread.
-  Result<Reply> Call(MsgType type, const google::protobuf::MessageLite& req,
-                     std::vector<ConstSpan> out_data = {}, std::span<uint8_t> in_dest = {},
+  Result<Reply> Call(MsgType type,
+                     const google::protobuf::MessageLite& req,
+                     std::vector<ConstSpan> out_data = {},
+                     std::span<uint8_t> in_dest = {},
                      int timeout_ms = 60000);
   // Blocking call that parses the reply body into `resp`.
-  Status CallMsg(MsgType type, const google::protobuf::MessageLite& req,
-                 google::protobuf::MessageLite* resp, int timeout_ms = 60000);
+  Status CallMsg(MsgType type,
+                 const google::protobuf::MessageLite& req,
+                 google::protobuf::MessageLite* resp,
+                 int timeout_ms = 60000);
 
   bool connected() const;
   void Close();

@@ -1,0 +1,505 @@
+// RpcServer and ServerCall: accept loop, per-connection serve coroutine, handshake (server side),
+// dispatch to registered handlers, replies from any thread.
+#include <algorithm>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "ciuic.pb.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "net/conn.h"
+#include "net/handshake.h"
+#include "net/rpc.h"
+
+namespace ciuic::net {
+// One received request, shared by the ServerCall handed to the handler and nothing else.
+struct CallState {
+  std::shared_ptr<detail::ConnHandle> conn;
+  MsgType type = MsgType::kPing;
+  Role role = Role::kClient;
+  uint64_t request_id = 0;
+  std::string body;
+  AlignedBuffer data;
+  std::atomic<bool> replied{false};
+
+  // Queues `f` on the connection's strand; dropped when the connection or the server is gone.
+  void Send(detail::OutFrame f);
+};
+
+namespace detail {
+namespace {
+
+struct HandlerEntry {
+  Handler handler;
+  std::vector<Role> roles;
+};
+
+bool ValidRole(uint32_t r) {
+  return r >= 1 && r <= 3;
+}
+
+}  // namespace
+
+// State shared by the server object and its connections; it outlives both.
+struct ServerShared {
+  RpcServer::Options opts;
+  std::unordered_map<uint16_t, HandlerEntry> handlers;  // read-only after Start()
+  std::shared_ptr<Registry> registry = std::make_shared<Registry>();
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> rejected{0};
+  std::atomic<bool> stopping{false};
+};
+
+class ServerConn : public Connection {
+ public:
+  ServerConn(asio::ip::tcp::socket socket,
+             Strand strand,
+             std::shared_ptr<ServerShared> shared,
+             ConnParams params)
+      : Connection(std::move(socket), std::move(strand), shared->registry, std::move(params)),
+        shared_(std::move(shared)),
+        resume_timer_(this->strand()) {}
+
+  static asio::awaitable<void> Serve(std::shared_ptr<ServerConn> self);
+
+  // Queues a handler's reply (on the strand) and lets the reader go on if it was held back.
+  void OnReply(OutFrame f) {
+    if (inflight_ > 0)
+      --inflight_;
+    Enqueue(std::move(f));
+    if (paused_ && inflight_ < shared_->opts.max_inflight_per_conn)
+      resume_timer_.cancel();
+  }
+
+ protected:
+  void OnClosed() override { resume_timer_.cancel(); }
+
+ private:
+  asio::awaitable<bool> Handshake();
+  asio::awaitable<bool> Dispatch(InFrame f);
+  void FailHandshake(uint16_t type, uint64_t request_id, const Status& status) {
+    LOG_WARN("[{}] handshake with {} failed: {}", params_.name, peer(), status.ToString());
+    OutFrame e = MakeErrorFrame(type, request_id, status);
+    e.close_after = true;
+    Enqueue(std::move(e));
+  }
+
+  std::shared_ptr<ServerShared> shared_;
+  Role role_ = Role::kClient;
+  std::string session_key_;  // for a future per-frame MAC
+  size_t inflight_ = 0;
+  bool paused_ = false;
+  asio::steady_timer resume_timer_;
+};
+
+asio::awaitable<bool> ServerConn::Handshake() {
+  const RpcServer::Options& o = shared_->opts;
+  InFrame f;
+  if (!co_await ReadFrame(&f))
+    co_return false;
+  if (f.h.type != static_cast<uint16_t>(MsgType::kHello) || (f.h.flags & kFlagResponse) != 0 ||
+      f.h.data_len != 0) {
+    Reject(fmt::format("expected Hello, got {} before the handshake", MsgTypeName(f.h.type)));
+    co_return false;
+  }
+  EndFrame();
+  pb::Hello hello;
+  if (!hello.ParseFromString(f.body)) {
+    Reject("malformed Hello");
+    co_return false;
+  }
+  if (hello.nonce().size() != kNonceSize || !ValidRole(hello.role())) {
+    Reject(
+        fmt::format("bad Hello: nonce of {} bytes, role {}", hello.nonce().size(), hello.role()));
+    co_return false;
+  }
+  uint32_t version =
+      PickVersion(hello.min_version(), hello.max_version(), o.min_version, o.max_version);
+  if (version == 0) {
+    FailHandshake(f.h.type, f.h.request_id,
+                  Status::NotSupported(fmt::format(
+                      "no common protocol version: client speaks [{}, {}], server [{}, {}]",
+                      hello.min_version(), hello.max_version(), o.min_version, o.max_version)));
+    co_return false;
+  }
+  if (hello.key_id() != o.key_id) {
+    FailHandshake(f.h.type, f.h.request_id,
+                  Status::PermissionDenied(
+                      fmt::format("authentication failed: unknown key id {}", hello.key_id())));
+    co_return false;
+  }
+  std::string server_nonce = RandomBytes(kNonceSize);
+  std::string transcript =
+      HandshakeTranscript(f.body, version, server_nonce, hello.role(), hello.key_id());
+  pb::Challenge challenge;
+  challenge.set_version(version);
+  challenge.set_nonce(server_nonce);
+  challenge.set_mac(ServerMac(o.secret, transcript));
+  Enqueue(
+      MakeFrame(MsgType::kChallenge, kFlagResponse, f.h.request_id, challenge.SerializeAsString()));
+
+  InFrame p;
+  if (!co_await ReadFrame(&p))
+    co_return false;
+  if (p.h.type != static_cast<uint16_t>(MsgType::kProof) || (p.h.flags & kFlagResponse) != 0 ||
+      p.h.data_len != 0) {
+    Reject(fmt::format("expected Proof, got {} during the handshake", MsgTypeName(p.h.type)));
+    co_return false;
+  }
+  EndFrame();
+  pb::Proof proof;
+  if (!proof.ParseFromString(p.body)) {
+    Reject("malformed Proof");
+    co_return false;
+  }
+  if (!MacEqual(proof.mac(), ClientMac(o.secret, transcript))) {
+    FailHandshake(p.h.type, p.h.request_id,
+                  Status::PermissionDenied("authentication failed: wrong cluster secret"));
+    co_return false;
+  }
+  session_key_ = SessionKey(o.secret, transcript);
+  role_ = static_cast<Role>(hello.role());
+  SetHandshakeDone();
+  pb::Welcome welcome;
+  welcome.set_cluster_uuid(o.cluster_uuid);
+  Enqueue(MakeFrame(MsgType::kWelcome, kFlagResponse, p.h.request_id, welcome.SerializeAsString()));
+  LOG_DEBUG("[{}] {} authenticated as role {}, protocol {}", params_.name, peer(), hello.role(),
+            version);
+  co_return true;
+}
+
+asio::awaitable<bool> ServerConn::Dispatch(InFrame f) {
+  const uint16_t type = f.h.type;
+  const uint64_t id = f.h.request_id;
+  auto it = shared_->handlers.find(type);
+  Status refuse;
+  if (it == shared_->handlers.end()) {
+    if (type == static_cast<uint16_t>(MsgType::kPing)) {
+      if (!co_await SkipData(f.h.data_len))
+        co_return false;
+      EndFrame();
+      Enqueue(MakeFrame(MsgType::kPing, kFlagResponse, id, std::string()));
+      co_return true;
+    }
+    refuse = Status::NotSupported(
+        fmt::format("message type {} is not served by {}", MsgTypeName(type), params_.name));
+  } else if (!it->second.roles.empty() &&
+             std::find(it->second.roles.begin(), it->second.roles.end(), role_) ==
+                 it->second.roles.end()) {
+    refuse = Status::PermissionDenied(
+        fmt::format("role {} may not call {}", static_cast<uint32_t>(role_), MsgTypeName(type)));
+  }
+  if (!refuse.ok()) {
+    if (!co_await SkipData(f.h.data_len))
+      co_return false;
+    EndFrame();
+    Enqueue(MakeErrorFrame(type, id, refuse));
+    co_return true;
+  }
+  auto st = std::make_shared<CallState>();
+  st->conn = handle();
+  st->type = static_cast<MsgType>(type);
+  st->role = role_;
+  st->request_id = id;
+  st->body = std::move(f.body);
+  if (f.h.data_len > 0) {
+    st->data.Resize(f.h.data_len);
+    if (!co_await ReadData(st->data.data(), f.h.data_len))
+      co_return false;
+  }
+  EndFrame();
+  ++inflight_;
+  try {
+    it->second.handler(ServerCall(std::move(st)));
+  } catch (const std::exception& e) {
+    LOG_ERROR("[{}] handler for {} threw: {}", params_.name, MsgTypeName(type), e.what());
+  } catch (...) {
+    LOG_ERROR("[{}] handler for {} threw", params_.name, MsgTypeName(type));
+  }
+  co_return true;
+}
+
+asio::awaitable<void> ServerConn::Serve(std::shared_ptr<ServerConn> self) {
+  if (!co_await self->Handshake()) {
+    // A failed handshake either closed the connection or queued an error that closes it.
+    self->ReleaseWrites();
+    co_return;
+  }
+  const size_t max_inflight = std::max<size_t>(1, self->shared_->opts.max_inflight_per_conn);
+  while (!self->closed()) {
+    if (self->inflight_ >= max_inflight) {
+      // Backpressure: stop reading this socket until replies go out.
+      self->ReleaseWrites();
+      self->paused_ = true;
+      self->resume_timer_.expires_at(Clock::time_point::max());
+      std::error_code ec;
+      co_await self->resume_timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      self->paused_ = false;
+      continue;
+    }
+    InFrame f;
+    if (!co_await self->ReadFrame(&f))
+      break;
+    if ((f.h.flags & kFlagResponse) != 0) {
+      self->Reject("response frame sent to a server");
+      break;
+    }
+    if (!co_await self->Dispatch(std::move(f)))
+      break;
+  }
+  self->Close("");
+}
+
+asio::awaitable<void> AcceptLoop(std::shared_ptr<ServerShared> shared,
+                                 asio::ip::tcp::acceptor* acceptor,
+                                 asio::io_context* ctx) {
+  const RpcServer::Options& o = shared->opts;
+  ConnParams params;
+  params.limits = o.limits;
+  params.handshake_timeout_ms = o.handshake_timeout_ms;
+  params.stall_timeout_ms = o.stall_timeout_ms;
+  params.idle_timeout_ms = o.idle_timeout_ms;
+  params.name = o.name;
+  params.frames_rejected = &shared->rejected;
+  asio::steady_timer backoff(acceptor->get_executor());
+  for (;;) {
+    Strand strand = asio::make_strand(*ctx);
+    asio::ip::tcp::socket socket(strand);
+    std::error_code ec;
+    co_await acceptor->async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    if (shared->stopping.load())
+      break;
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor->is_open())
+        break;
+      LOG_WARN("[{}] accept failed: {}", o.name, ec.message());
+      // Out of descriptors or memory: wait a little instead of spinning.
+      backoff.expires_after(std::chrono::milliseconds(50));
+      co_await backoff.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    if (shared->registry->size() >= o.max_connections) {
+      LOG_WARN("[{}] refusing a connection: {} connections open", o.name, o.max_connections);
+      socket.close(ec);
+      continue;
+    }
+    shared->accepted.fetch_add(1, std::memory_order_relaxed);
+    auto conn = std::make_shared<ServerConn>(std::move(socket), strand, shared, params);
+    conn->TuneSocket();
+    conn->StartWatchdog();
+    asio::co_spawn(strand, ServerConn::Serve(conn), [](std::exception_ptr e) {
+      if (e)
+        LOG_ERROR("rpc connection coroutine failed with an exception");
+    });
+  }
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// ServerCall
+
+void CallState::Send(detail::OutFrame f) {
+  conn->Run([f = std::move(f)](detail::Connection* c) mutable {
+    static_cast<detail::ServerConn*>(c)->OnReply(std::move(f));
+  });
+}
+
+ServerCall::ServerCall(std::shared_ptr<CallState> state) : state_(std::move(state)) {}
+ServerCall::ServerCall(ServerCall&& o) noexcept = default;
+
+ServerCall& ServerCall::operator=(ServerCall&& o) noexcept {
+  if (this != &o) {
+    if (state_ != nullptr && !state_->replied.load())
+      ReplyError(Status::Internal("no reply"));
+    state_ = std::move(o.state_);
+  }
+  return *this;
+}
+
+ServerCall::~ServerCall() {
+  if (state_ != nullptr && !state_->replied.load())
+    ReplyError(Status::Internal("no reply"));
+}
+
+MsgType ServerCall::type() const {
+  return state_ ? state_->type : MsgType::kPing;
+}
+Role ServerCall::peer_role() const {
+  return state_ ? state_->role : Role::kClient;
+}
+const std::string& ServerCall::peer_addr() const {
+  static const std::string kNone;
+  return state_ ? state_->conn->peer() : kNone;
+}
+uint64_t ServerCall::request_id() const {
+  return state_ ? state_->request_id : 0;
+}
+std::string_view ServerCall::body() const {
+  return state_ ? std::string_view(state_->body) : std::string_view();
+}
+AlignedBuffer& ServerCall::data() {
+  static thread_local AlignedBuffer empty;
+  return state_ ? state_->data : empty;
+}
+Status ServerCall::ParseBody(google::protobuf::MessageLite* m) const {
+  return Parse(body(), m, "request body");
+}
+bool ServerCall::replied() const {
+  return state_ && state_->replied.load();
+}
+
+void ServerCall::Reply(const google::protobuf::MessageLite& body,
+                       std::vector<ConstSpan> data,
+                       std::shared_ptr<void> keepalive) {
+  if (state_ == nullptr)
+    return;
+  if (state_->replied.exchange(true)) {
+    LOG_ERROR("second reply to {} request {} from {} ignored",
+              MsgTypeName(static_cast<uint16_t>(state_->type)), state_->request_id,
+              state_->conn->peer());
+    return;
+  }
+  uint64_t data_len = 0;
+  for (const auto& s : data)
+    data_len += s.size;
+  if (data_len > UINT32_MAX) {
+    state_->Send(detail::MakeErrorFrame(static_cast<uint16_t>(state_->type), state_->request_id,
+                                        Status::Internal("reply data segment over 4 GiB")));
+    return;
+  }
+  state_->Send(detail::MakeFrame(state_->type, kFlagResponse, state_->request_id, Serialize(body),
+                                 std::move(data), std::move(keepalive)));
+}
+
+void ServerCall::ReplyError(const Status& status) {
+  if (state_ == nullptr)
+    return;
+  if (state_->replied.exchange(true)) {
+    LOG_ERROR("second reply ({}) to {} request {} from {} ignored", status.ToString(),
+              MsgTypeName(static_cast<uint16_t>(state_->type)), state_->request_id,
+              state_->conn->peer());
+    return;
+  }
+  Status s = status.ok() ? Status::Internal("error reply with an OK status") : status;
+  state_->Send(detail::MakeErrorFrame(static_cast<uint16_t>(state_->type), state_->request_id, s));
+}
+
+// ---------------------------------------------------------------------------------------------
+// RpcServer
+
+struct RpcServer::Impl {
+  std::shared_ptr<detail::ServerShared> shared = std::make_shared<detail::ServerShared>();
+  // The io_context must outlive every asio object below, so it is declared first.
+  asio::io_context ctx{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::optional<detail::Strand> accept_strand;
+  std::optional<asio::ip::tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  uint16_t port = 0;
+  std::mutex mu;  // serializes Start and Stop
+  bool started = false;
+  bool stopped = false;
+};
+
+RpcServer::RpcServer(Options options) : impl_(std::make_unique<Impl>()) {
+  impl_->shared->opts = std::move(options);
+}
+
+RpcServer::~RpcServer() {
+  Stop();
+}
+
+void RpcServer::Register(MsgType type, Handler handler, std::vector<Role> roles) {
+  impl_->shared->handlers[static_cast<uint16_t>(type)] =
+      detail::HandlerEntry{std::move(handler), std::move(roles)};
+}
+
+Status RpcServer::Start() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->started)
+    return Status::InvalidArgument("server already started");
+  const Options& o = impl_->shared->opts;
+  std::error_code ec;
+  auto addr = asio::ip::make_address(o.host, ec);
+  if (ec)
+    return Status::InvalidArgument(fmt::format("bad listen address '{}'", o.host));
+  asio::ip::tcp::endpoint ep(addr, o.port);
+  impl_->accept_strand.emplace(asio::make_strand(impl_->ctx));
+  auto& acc = impl_->acceptor.emplace(*impl_->accept_strand);
+  if (acc.open(ep.protocol(), ec); ec) {
+    return Status::IoError(fmt::format("socket for {}: {}", o.name, ec.message()));
+  }
+  acc.set_option(asio::socket_base::reuse_address(true), ec);
+  if (acc.bind(ep, ec); ec) {
+    return Status(
+        ec == asio::error::address_in_use ? StatusCode::kUnavailable : StatusCode::kIoError,
+        fmt::format("{} cannot bind {}:{}: {}", o.name, o.host, o.port, ec.message()));
+  }
+  if (acc.listen(asio::socket_base::max_listen_connections, ec); ec) {
+    return Status::IoError(fmt::format("{} cannot listen: {}", o.name, ec.message()));
+  }
+  impl_->port = acc.local_endpoint(ec).port();
+  impl_->started = true;
+  impl_->work.emplace(impl_->ctx.get_executor());
+  asio::co_spawn(*impl_->accept_strand, detail::AcceptLoop(impl_->shared, &acc, &impl_->ctx),
+                 [](std::exception_ptr e) {
+                   if (e)
+                     LOG_ERROR("rpc accept loop failed with an exception");
+                 });
+  int n = std::max(1, o.io_threads);
+  for (int i = 0; i < n; ++i) {
+    impl_->threads.emplace_back([ctx = &impl_->ctx, name = o.name] {
+      for (;;) {
+        try {
+          ctx->run();
+          return;
+        } catch (const std::exception& e) {
+          LOG_ERROR("[{}] network thread caught: {}", name, e.what());
+        } catch (...) {
+          LOG_ERROR("[{}] network thread caught an unknown exception", name);
+        }
+      }
+    });
+  }
+  LOG_INFO("[{}] listening on {}:{}", o.name, o.host, impl_->port);
+  return Status::OK();
+}
+
+uint16_t RpcServer::port() const {
+  return impl_->port;
+}
+
+void RpcServer::Stop() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->started || impl_->stopped)
+    return;
+  impl_->stopped = true;
+  impl_->shared->stopping.store(true);
+  asio::post(*impl_->accept_strand, [acc = &*impl_->acceptor] {
+    std::error_code ec;
+    acc->close(ec);
+  });
+  impl_->shared->registry->CloseAll("");
+  if (!impl_->shared->registry->WaitEmpty(std::chrono::seconds(5))) {
+    LOG_WARN("[{}] connections still open 5 s after Stop; abandoning them",
+             impl_->shared->opts.name);
+  }
+  impl_->work.reset();
+  impl_->ctx.stop();
+  for (auto& t : impl_->threads)
+    t.join();
+  impl_->threads.clear();
+}
+
+uint64_t RpcServer::connections_accepted() const {
+  return impl_->shared->accepted.load();
+}
+uint64_t RpcServer::frames_rejected() const {
+  return impl_->shared->rejected.load();
+}
+
+}  // namespace ciuic::net
