@@ -66,6 +66,10 @@ struct ClientOptions {
   // Lifetime of cached attributes and directory entries; 0 disables the cache (every Stat asks
   // the MDS). Another client's changes may be seen this much later.
   int attr_cache_ms = 0;
+  // Lifetime of cached directory path -> identity lookups used to find the parent of a path
+  // (saves one MDS round trip per create/mkdir/unlink). Another client's rename of a directory
+  // may be seen this much later; this client's own renames and rmdirs clear the cache.
+  int dentry_cache_ms = 1000;
 };
 
 // Attributes of a file, directory or symlink.

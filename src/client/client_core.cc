@@ -1,0 +1,570 @@
+#include "client/client_core.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "common/logging.h"
+#include "common/time_util.h"
+#include "net/pb_convert.h"
+
+namespace ciuic::client {
+namespace {
+
+// Threads of the pool that runs blocking work for the data path (connects, map refreshes).
+constexpr size_t kPoolThreads = 2;
+constexpr size_t kPoolQueue = 4096;
+
+std::string DefaultClientName() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0)
+    std::snprintf(host, sizeof(host), "unknown");
+  return fmt::format("{}:{}", host, ::getpid());
+}
+
+}  // namespace
+
+int64_t ClientCore::BackoffMs(int attempt) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  const int64_t base = std::min<int64_t>(int64_t{20} << std::min(attempt, 6), 1000);
+  std::uniform_int_distribution<int64_t> jitter(base / 2, base + base / 2);
+  return jitter(rng);
+}
+
+ClientCore::ClientCore(const ClientOptions& options) : options_(options) {
+  if (options_.client_name.empty())
+    options_.client_name = DefaultClientName();
+  if (options_.io_threads < 1)
+    options_.io_threads = 1;
+  if (options_.ost_retry_ms < 0)
+    options_.ost_retry_ms = 0;
+}
+
+Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& options) {
+  std::shared_ptr<ClientCore> core(new ClientCore(options));
+  Status st = core->Init();
+  if (!st.ok()) {
+    core->Shutdown();
+    return st;
+  }
+  return core;
+}
+
+Status ClientCore::Init() {
+  CIUIC_ASSIGN_OR_RETURN(std::string path, FindClusterFile(options_.cluster_file));
+  CIUIC_ASSIGN_OR_RETURN(cluster_, ClusterFile::Load(path));
+  chan_opts_.secret = cluster_.SecretBytes();
+  chan_opts_.key_id = cluster_.key_id;
+  chan_opts_.role = net::Role::kClient;
+  chan_opts_.connect_timeout_ms = std::min(5000, std::max(500, options_.ost_retry_ms));
+  loop_ = std::make_unique<net::EventLoop>(options_.io_threads);
+  timers_ = std::make_unique<TimerQueue>();
+  pool_ = std::make_unique<ThreadPool>(kPoolThreads, kPoolQueue, "client");
+
+  {
+    // The first connect fails fast: a client started against a dead cluster should say so.
+    auto ch = net::RpcChannel::Connect(loop_.get(), cluster_.mds, chan_opts_);
+    if (!ch.ok()) {
+      return ch.status().WithContext(fmt::format("cannot reach the MDS at {} (cluster file {})",
+                                                 cluster_.mds.ToString(), path));
+    }
+    std::lock_guard<std::mutex> lock(mds_mu_);
+    mds_ch_ = *ch;
+    cluster_uuid_ = mds_ch_->cluster_uuid();
+  }
+  CIUIC_RETURN_IF_ERROR(OpenSession());
+  auto map = RefreshOstMap();
+  if (!map.ok())
+    return map.status().WithContext("cannot fetch the OST map");
+  renew_thread_ = std::thread([this] { RenewLoop(); });
+  return Status::OK();
+}
+
+ClientCore::~ClientCore() {
+  Shutdown();
+}
+
+void ClientCore::Shutdown() {
+  if (shutdown_.exchange(true))
+    return;
+  if (session_id_.load() != 0) {
+    pb::CloseSessionReq req;
+    pb::CloseSessionResp resp;
+    // One attempt, short: a dead MDS expires the lease by itself.
+    std::shared_ptr<net::RpcChannel> ch;
+    {
+      std::lock_guard<std::mutex> lock(mds_mu_);
+      ch = mds_ch_;
+    }
+    if (ch && ch->connected()) {
+      auto* ctx = req.mutable_ctx();
+      ctx->set_session_id(session_id_.load());
+      ctx->set_seq(++seq_);
+      ctx->set_uid(options_.uid);
+      ctx->set_gid(options_.gid);
+      ch->CallMsg(net::MsgType::kCloseSession, req, &resp, 2000)
+          .IgnoreError();  // best effort: the lease expires otherwise
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_cv_.notify_all();
+  }
+  if (renew_thread_.joinable())
+    renew_thread_.join();
+  if (timers_)
+    timers_->Stop();
+  if (pool_)
+    pool_->Stop();
+  std::vector<std::shared_ptr<net::RpcChannel>> chans;
+  std::vector<std::shared_ptr<OstCall>> orphans;
+  {
+    std::lock_guard<std::mutex> lock(ost_mu_);
+    for (auto& [addr, conn] : oss_) {
+      if (conn.ch)
+        chans.push_back(conn.ch);
+      for (auto& c : conn.waiting)
+        orphans.push_back(c);
+      conn.waiting.clear();
+    }
+    oss_.clear();
+    for (auto& c : map_waiting_)
+      orphans.push_back(c);
+    map_waiting_.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mds_mu_);
+    if (mds_ch_)
+      chans.push_back(mds_ch_);
+    mds_ch_.reset();
+  }
+  for (auto& ch : chans)
+    ch->Close();
+  for (auto& c : orphans)
+    Fail(c, Status::Aborted("client shut down"));
+  if (loop_)
+    loop_->Stop();
+}
+
+bool ClientCore::WaitOrStop(int64_t ms) {
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  return !stop_cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return shutdown_.load(); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// MDS
+
+Result<std::shared_ptr<net::RpcChannel>> ClientCore::MdsChannel() {
+  std::lock_guard<std::mutex> lock(mds_mu_);
+  if (shutdown_)
+    return Status::Aborted("client shut down");
+  if (mds_ch_ && mds_ch_->connected())
+    return mds_ch_;
+  mds_ch_.reset();
+  // Connecting under the lock makes concurrent callers wait for one connect instead of racing.
+  CIUIC_ASSIGN_OR_RETURN(mds_ch_, net::RpcChannel::Connect(loop_.get(), cluster_.mds, chan_opts_));
+  return mds_ch_;
+}
+
+void ClientCore::DropMdsChannel(const std::shared_ptr<net::RpcChannel>& ch) {
+  std::lock_guard<std::mutex> lock(mds_mu_);
+  if (mds_ch_ == ch)
+    mds_ch_.reset();
+}
+
+bool ClientCore::IsSessionLost(const Status& st) {
+  // The MDS answers kStale for a request whose session it does not know (expired or lost).
+  return st.code() == StatusCode::kStale && st.message().find("session") != std::string::npos;
+}
+
+Status ClientCore::OpenSession(uint64_t lost) {
+  std::lock_guard<std::mutex> lock(session_mu_);
+  if (lost != 0 && session_id_.load() != lost)
+    return Status::OK();  // another thread did it
+  pb::OpenSessionReq req;
+  req.set_client_name(options_.client_name);
+  req.set_uid(options_.uid);
+  pb::OpenSessionResp resp;
+  CIUIC_RETURN_IF_ERROR(MdsCall(net::MsgType::kOpenSession, &req, nullptr, &resp, false));
+  session_id_ = resp.session_id();
+  if (resp.lease_ms() > 0)
+    lease_ms_ = resp.lease_ms();
+  if (!resp.cluster_uuid().empty())
+    cluster_uuid_ = resp.cluster_uuid();
+  if (resp.root().seq() != 0)
+    root_ = net::FromPb(resp.root());
+  LOG_DEBUG("client: session {} lease {} ms", resp.session_id(), resp.lease_ms());
+  return Status::OK();
+}
+
+Status ClientCore::MdsCall(net::MsgType type,
+                           google::protobuf::Message* req,
+                           pb::ReqCtx* ctx,
+                           google::protobuf::Message* resp,
+                           bool mutation) {
+  if (ctx != nullptr) {
+    ctx->set_session_id(session_id_.load());
+    ctx->set_seq(mutation ? ++seq_ : 0);
+    ctx->set_uid(options_.uid);
+    ctx->set_gid(options_.gid);
+    ctx->clear_groups();
+    for (uint32_t g : options_.groups)
+      ctx->add_groups(g);
+  }
+  const int64_t deadline = MonoMillis() + options_.ost_retry_ms;
+  bool reopened = false;
+  for (int attempt = 0;; ++attempt) {
+    if (shutdown_)
+      return Status::Aborted("client shut down");
+    Status st;
+    auto ch = MdsChannel();
+    if (!ch.ok()) {
+      st = ch.status();
+    } else {
+      st = (*ch)->CallMsg(type, *req, resp, options_.mds_timeout_ms);
+      if (st.ok())
+        return st;
+      if (!(*ch)->connected())
+        DropMdsChannel(*ch);
+    }
+    if (ctx != nullptr && !reopened && IsSessionLost(st)) {
+      // The MDS lost our session (lease expired while we were cut off, or an in-memory MDS
+      // restarted): open a new one and retry once under it with a fresh sequence.
+      reopened = true;
+      LOG_WARN("client: MDS lost session {}: {}; opening a new one", session_id_.load(),
+               st.ToString());
+      CIUIC_RETURN_IF_ERROR(OpenSession(ctx->session_id()));
+      ctx->set_session_id(session_id_.load());
+      if (mutation)
+        ctx->set_seq(++seq_);
+      continue;
+    }
+    if (!st.IsRetryable() || st.code() == StatusCode::kAborted)
+      return st;
+    if (MonoMillis() >= deadline) {
+      return Status::Unavailable(
+          fmt::format("MDS ({}) unavailable: {}", cluster_.mds.ToString(), st.ToString()));
+    }
+    if (!WaitOrStop(std::min(BackoffMs(attempt), std::max<int64_t>(1, deadline - MonoMillis())))) {
+      return Status::Aborted("client shut down");
+    }
+  }
+}
+
+void ClientCore::RenewLoop() {
+  while (WaitOrStop(std::max<uint32_t>(lease_ms_.load() / 3, 100))) {
+    pb::RenewSessionReq req;
+    pb::RenewSessionResp resp;
+    Status st = Mds(net::MsgType::kRenewSession, &req, &resp, false);
+    if (st.ok()) {
+      if (resp.lease_ms() > 0)
+        lease_ms_ = resp.lease_ms();
+    } else if (!shutdown_) {
+      LOG_WARN("client: renewing session {} failed: {}", session_id_.load(), st.ToString());
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// OST map and routing
+
+Result<std::vector<pb::OstInfo>> ClientCore::RefreshOstMap() {
+  pb::GetOstMapReq req;
+  pb::GetOstMapResp resp;
+  CIUIC_RETURN_IF_ERROR(MdsCall(net::MsgType::kGetOstMap, &req, nullptr, &resp, false));
+  std::vector<pb::OstInfo> osts(resp.osts().begin(), resp.osts().end());
+  ApplyOstMap(osts);
+  return osts;
+}
+
+void ClientCore::ApplyOstMap(const std::vector<pb::OstInfo>& osts) {
+  std::lock_guard<std::mutex> lock(ost_mu_);
+  for (const auto& o : osts) {
+    if (!o.oss_addr().empty())
+      ost_addr_[o.index()] = o.oss_addr();
+  }
+}
+
+std::string ClientCore::OstName(uint32_t ost) {
+  std::lock_guard<std::mutex> lock(ost_mu_);
+  auto it = ost_addr_.find(ost);
+  return it == ost_addr_.end() ? fmt::format("OST {} (address unknown)", ost)
+                               : fmt::format("OST {} ({})", ost, it->second);
+}
+
+void ClientCore::OstCallAsync(std::shared_ptr<OstCall> call) {
+  if (shutdown_) {
+    Fail(std::move(call), Status::Aborted("client shut down"));
+    return;
+  }
+  Dispatch(std::move(call));
+}
+
+void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
+  std::shared_ptr<net::RpcChannel> ch;
+  {
+    std::unique_lock<std::mutex> lock(ost_mu_);
+    if (shutdown_) {
+      lock.unlock();
+      Fail(std::move(call), Status::Aborted("client shut down"));
+      return;
+    }
+    auto it = ost_addr_.find(call->ost);
+    if (it == ost_addr_.end()) {
+      // Unknown OST: refresh the map (blocking, so on the pool), then route again.
+      map_waiting_.push_back(std::move(call));
+      if (map_refreshing_)
+        return;
+      map_refreshing_ = true;
+      lock.unlock();
+      bool queued = pool_->TrySubmit([this] {
+        auto r = RefreshOstMap();
+        std::vector<std::shared_ptr<OstCall>> calls;
+        {
+          std::lock_guard<std::mutex> l(ost_mu_);
+          map_refreshing_ = false;
+          calls.swap(map_waiting_);
+        }
+        for (auto& c : calls) {
+          bool known;
+          {
+            std::lock_guard<std::mutex> l(ost_mu_);
+            known = ost_addr_.count(c->ost) > 0;
+          }
+          if (known) {
+            Dispatch(c);
+          } else {
+            Fail(c, r.ok() ? Status::NotFound(fmt::format("OST {} is not in the OST map", c->ost))
+                           : r.status());
+          }
+        }
+      });
+      if (!queued) {
+        std::vector<std::shared_ptr<OstCall>> calls;
+        {
+          std::lock_guard<std::mutex> l(ost_mu_);
+          map_refreshing_ = false;
+          calls.swap(map_waiting_);
+        }
+        for (auto& c : calls)
+          Fail(c, Status::Aborted("client shut down"));
+      }
+      return;
+    }
+    OssConn& conn = oss_[it->second];
+    if (conn.ch && conn.ch->connected()) {
+      ch = conn.ch;
+    } else {
+      conn.ch.reset();
+      conn.waiting.push_back(std::move(call));
+      if (conn.connecting)
+        return;
+      conn.connecting = true;
+      std::string addr = it->second;
+      lock.unlock();
+      if (!pool_->TrySubmit([this, addr] { ConnectOss(addr); })) {
+        std::vector<std::shared_ptr<OstCall>> calls;
+        {
+          std::lock_guard<std::mutex> l(ost_mu_);
+          OssConn& c = oss_[addr];
+          c.connecting = false;
+          calls.swap(c.waiting);
+        }
+        for (auto& c : calls)
+          Fail(c, Status::Aborted("client shut down"));
+      }
+      return;
+    }
+  }
+  OstCall* raw = call.get();
+  ch->CallAsync(
+      raw->type, *raw->req, raw->out_data, raw->in_dest,
+      [this, call = std::move(call), ch](Result<net::Reply> r) mutable {
+        OnCallDone(std::move(call), std::move(ch), std::move(r));
+      },
+      options_.io_timeout_ms);
+}
+
+void ClientCore::ConnectOss(std::string addr) {
+  Status st;
+  std::shared_ptr<net::RpcChannel> ch;
+  auto hp = HostPort::Parse(addr);
+  if (!hp.ok()) {
+    st = hp.status();
+  } else {
+    auto r = net::RpcChannel::Connect(loop_.get(), *hp, chan_opts_);
+    if (r.ok()) {
+      ch = *r;
+    } else {
+      st = r.status();
+    }
+  }
+  std::vector<std::shared_ptr<OstCall>> calls;
+  {
+    std::lock_guard<std::mutex> lock(ost_mu_);
+    OssConn& conn = oss_[addr];
+    conn.connecting = false;
+    if (ch)
+      conn.ch = ch;
+    calls.swap(conn.waiting);
+  }
+  if (ch) {
+    for (auto& c : calls)
+      Dispatch(c);
+    return;
+  }
+  // The OSS may have moved: a fresh map routes the retries (best effort).
+  RefreshOstMap().status().IgnoreError();  // failures only delay the retry below
+  for (auto& c : calls)
+    RetryOrFail(c, st);
+}
+
+void ClientCore::OnCallDone(std::shared_ptr<OstCall> call,
+                            std::shared_ptr<net::RpcChannel> ch,
+                            Result<net::Reply> r) {
+  if (r.ok()) {
+    auto done = std::move(call->done);
+    call->done = nullptr;
+    done(std::move(r));
+    return;
+  }
+  Status st = std::move(r).status();
+  if (!ch->connected()) {
+    std::lock_guard<std::mutex> lock(ost_mu_);
+    for (auto& [addr, conn] : oss_) {
+      if (conn.ch == ch)
+        conn.ch.reset();
+    }
+  }
+  RetryOrFail(std::move(call), std::move(st));
+}
+
+void ClientCore::RetryOrFail(std::shared_ptr<OstCall> call, Status st) {
+  const bool retryable =
+      st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kTimedOut;
+  if (!retryable || shutdown_) {
+    Fail(std::move(call),
+         shutdown_ ? Status::Aborted("client shut down") : st.WithContext(OstName(call->ost)));
+    return;
+  }
+  const int64_t now = MonoMillis();
+  if (call->attempt == 0)
+    call->deadline_ms = now + options_.ost_retry_ms;
+  call->last_error = st;
+  if (now >= call->deadline_ms) {
+    Fail(call,
+         Status::Unavailable(fmt::format("{} unavailable: {}", OstName(call->ost), st.ToString())));
+    return;
+  }
+  const int64_t delay = std::min(BackoffMs(call->attempt), call->deadline_ms - now);
+  ++call->attempt;
+  LOG_DEBUG("client: {} call {} failed ({}), retry {} in {} ms", OstName(call->ost),
+            static_cast<int>(call->type), st.ToString(), call->attempt, delay);
+  auto c = call;
+  if (!timers_->After(delay, [this, c] { OstCallAsync(c); })) {
+    Fail(std::move(call), Status::Aborted("client shut down"));
+  }
+}
+
+void ClientCore::Fail(std::shared_ptr<OstCall> call, Status st) {
+  if (!call->done)
+    return;
+  auto done = std::move(call->done);
+  call->done = nullptr;
+  done(std::move(st));
+}
+
+Status ClientCore::OstCallAll(std::vector<std::shared_ptr<OstCall>> calls) {
+  struct Wait {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left;
+    Status first;
+  };
+  if (calls.empty())
+    return Status::OK();
+  auto w = std::make_shared<Wait>();
+  w->left = calls.size();
+  for (auto& c : calls) {
+    auto user = std::move(c->done);
+    c->done = [w, user = std::move(user)](Result<net::Reply> r) {
+      Status st = r.ok() ? Status::OK() : r.status();
+      if (user)
+        user(std::move(r));
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (!st.ok() && w->first.ok())
+        w->first = st;
+      if (--w->left == 0)
+        w->cv.notify_all();
+    };
+  }
+  for (auto& c : calls)
+    OstCallAsync(c);
+  std::unique_lock<std::mutex> lock(w->mu);
+  w->cv.wait(lock, [&] { return w->left == 0; });
+  return w->first;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes and the directory cache
+
+std::shared_ptr<Node> ClientCore::GetNode(const Fid& fid) {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  auto& weak = nodes_[fid];
+  auto node = weak.lock();
+  if (!node) {
+    node = std::make_shared<Node>(fid);
+    weak = node;
+  }
+  if (nodes_.size() > 1024) {
+    for (auto it = nodes_.begin(); it != nodes_.end();) {
+      it = it->second.expired() ? nodes_.erase(it) : std::next(it);
+    }
+  }
+  return node;
+}
+
+std::shared_ptr<Node> ClientCore::FindNode(const Fid& fid) {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  auto it = nodes_.find(fid);
+  return it == nodes_.end() ? nullptr : it->second.lock();
+}
+
+Fid ClientCore::root() const {
+  std::lock_guard<std::mutex> lock(session_mu_);
+  return root_;
+}
+
+bool ClientCore::LookupDirCache(const std::string& path, Fid* fid) {
+  if (options_.dentry_cache_ms <= 0)
+    return false;
+  std::lock_guard<std::mutex> lock(dir_mu_);
+  auto it = dir_cache_.find(path);
+  if (it == dir_cache_.end())
+    return false;
+  if (it->second.second < MonoMillis()) {
+    dir_cache_.erase(it);
+    return false;
+  }
+  *fid = it->second.first;
+  return true;
+}
+
+void ClientCore::PutDirCache(const std::string& path, const Fid& fid) {
+  if (options_.dentry_cache_ms <= 0)
+    return;
+  std::lock_guard<std::mutex> lock(dir_mu_);
+  if (dir_cache_.size() >= 4096)
+    dir_cache_.clear();
+  dir_cache_[path] = {fid, MonoMillis() + options_.dentry_cache_ms};
+}
+
+void ClientCore::ClearDirCache() {
+  std::lock_guard<std::mutex> lock(dir_mu_);
+  dir_cache_.clear();
+}
+
+}  // namespace ciuic::client

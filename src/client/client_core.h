@@ -1,0 +1,210 @@
+// ClientCore: the connection machinery shared by a Client and its open Files.
+//
+// Owns the event loop (network threads), the MDS channel and session (lease renewed in the
+// background), the OST map and one channel per OSS address, a timer thread for retry backoff and
+// a small pool for blocking work (connects, map refreshes, MDS calls an async path needs).
+//
+// MDS calls are blocking (user or pool threads only): they carry a ReqCtx with the session, a
+// per-session mutation sequence (reused by retries so the MDS reply cache dedups) and the
+// caller's identity, reconnect on a broken channel and retry retryable errors with backoff and
+// jitter for up to ost_retry_ms.
+//
+// OST calls are asynchronous: OstCallAsync never blocks; its completion runs on a network, timer
+// or pool thread. An OST that is unreachable or answers kUnavailable/kTimedOut is retried with
+// backoff and jitter for up to ost_retry_ms, then the call fails with kUnavailable naming the OST.
+//
+// Thread-safety: all methods are thread-safe. Shutdown() (called by ~ClientImpl) closes the
+// session, fails later calls with kAborted and joins every thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ciuic.pb.h"
+#include "ciuic/client.h"
+#include "client/range_lock.h"
+#include "client/timer_queue.h"
+#include "common/config.h"
+#include "common/fid.h"
+#include "common/thread_pool.h"
+#include "common/time_util.h"
+#include "net/rpc.h"
+
+namespace ciuic::client {
+
+// One RPC to an OST, retried by the core. The owner fills the public fields and hands it to
+// OstCallAsync; `done` runs exactly once.
+struct OstCall {
+  net::MsgType type = net::MsgType::kRead;
+  uint32_t ost = 0;
+  std::unique_ptr<google::protobuf::MessageLite> req;
+  std::vector<net::ConstSpan> out_data;
+  std::span<uint8_t> in_dest;
+  std::function<void(Result<net::Reply>)> done;
+
+  // Core's bookkeeping.
+  int attempt = 0;
+  int64_t deadline_ms = 0;  // set at the first retryable failure
+  Status last_error;
+};
+
+// State this client keeps per file (shared by every File of the same FID in this client).
+struct Node {
+  explicit Node(const Fid& f) : fid(f) {}
+  const Fid fid;
+
+  std::mutex mu;
+  std::shared_ptr<const FileLayout> layout;  // CIUIC_GUARDED_BY(mu)
+  uint64_t size = 0;                         // best known size: the MDS's, extended by local writes
+  uint64_t trunc_epoch = 0;                  // as last seen from the MDS
+  uint64_t data_version = 0;
+  bool size_dirty = false;     // local writes extended `size` past what the MDS was told
+  bool unsynced_data = false;  // written since the last fsync
+  Timespec mtime;              // of the last local write
+  std::set<std::pair<uint32_t, ObjectId>> touched;  // (ost, object) written since last sync
+
+  // Bumped when a write starts and when it ends: readahead chunks fetched under an older
+  // generation are stale.
+  std::atomic<uint64_t> write_gen{0};
+  RangeLock ranges;
+  std::mutex append_mu;  // serializes O_APPEND writes of this client
+
+  std::shared_ptr<const FileLayout> GetLayout() {
+    std::lock_guard<std::mutex> lock(mu);
+    return layout;
+  }
+};
+
+class ClientCore {
+ public:
+  static Result<std::shared_ptr<ClientCore>> Create(const ClientOptions& options);
+  ~ClientCore();
+  ClientCore(const ClientCore&) = delete;
+  ClientCore& operator=(const ClientCore&) = delete;
+
+  // Closes the session and joins every thread; later calls fail with kAborted. Idempotent.
+  void Shutdown();
+  bool shut_down() const { return shutdown_.load(); }
+
+  const ClientOptions& options() const { return options_; }
+  const std::string& cluster_uuid() const { return cluster_uuid_; }
+  uint64_t session_id() const { return session_id_.load(); }
+
+  // Sends an MDS request and parses the reply into `resp`. `ctx` is the request's ReqCtx field
+  // (filled here; null for requests without one). Mutations get a fresh sequence number that
+  // retries reuse. Blocking: never call from a network thread.
+  Status MdsCall(net::MsgType type,
+                 google::protobuf::Message* req,
+                 pb::ReqCtx* ctx,
+                 google::protobuf::Message* resp,
+                 bool mutation);
+  template <typename Req, typename Resp>
+  Status Mds(net::MsgType type, Req* req, Resp* resp, bool mutation) {
+    pb::ReqCtx* ctx = nullptr;
+    if constexpr (requires { req->mutable_ctx(); })
+      ctx = req->mutable_ctx();
+    return MdsCall(type, req, ctx, resp, mutation);
+  }
+
+  // Sends `call` to its OST, retrying as described above. Never blocks.
+  void OstCallAsync(std::shared_ptr<OstCall> call);
+  // Blocking convenience: runs `calls` concurrently and returns the first error.
+  Status OstCallAll(std::vector<std::shared_ptr<OstCall>> calls);
+
+  // "OST 2 (127.0.0.1:7102)".
+  std::string OstName(uint32_t ost);
+  // Fetches the OST map from the MDS and updates the routing table.
+  Result<std::vector<pb::OstInfo>> RefreshOstMap();
+
+  // The Node for `fid`, shared among this client's open Files of that file.
+  std::shared_ptr<Node> GetNode(const Fid& fid);
+  // The Node for `fid` if a File of it is open here, else null.
+  std::shared_ptr<Node> FindNode(const Fid& fid);
+  // The root directory's FID (from the session).
+  Fid root() const;
+
+  // Blocking-work pool and timers, for the data path.
+  ThreadPool& pool() { return *pool_; }
+  TimerQueue& timers() { return *timers_; }
+
+  // Directory path -> FID cache for parent lookups (dentry_cache_ms).
+  bool LookupDirCache(const std::string& path, Fid* fid);
+  void PutDirCache(const std::string& path, const Fid& fid);
+  void ClearDirCache();
+
+  // Backoff before retry `attempt` (0-based), with jitter, in ms.
+  static int64_t BackoffMs(int attempt);
+
+ private:
+  explicit ClientCore(const ClientOptions& options);
+  Status Init();
+  // Opens a session; when `lost` is non-zero, only if the current session is still that one.
+  Status OpenSession(uint64_t lost = 0);
+  void RenewLoop();
+  Result<std::shared_ptr<net::RpcChannel>> MdsChannel();
+  void DropMdsChannel(const std::shared_ptr<net::RpcChannel>& ch);
+  bool WaitOrStop(int64_t ms);
+  static bool IsSessionLost(const Status& st);
+
+  // OST routing.
+  struct OssConn {
+    std::shared_ptr<net::RpcChannel> ch;
+    bool connecting = false;
+    std::vector<std::shared_ptr<OstCall>> waiting;
+  };
+  void Dispatch(std::shared_ptr<OstCall> call);
+  void OnCallDone(std::shared_ptr<OstCall> call,
+                  std::shared_ptr<net::RpcChannel> ch,
+                  Result<net::Reply> r);
+  void RetryOrFail(std::shared_ptr<OstCall> call, Status st);
+  void Fail(std::shared_ptr<OstCall> call, Status st);
+  void ConnectOss(std::string addr);
+  void ApplyOstMap(const std::vector<pb::OstInfo>& osts);
+
+  ClientOptions options_;
+  ClusterFile cluster_;
+  net::ChannelOptions chan_opts_;
+  std::string cluster_uuid_;
+  std::atomic<bool> shutdown_{false};
+
+  std::unique_ptr<net::EventLoop> loop_;
+  std::unique_ptr<TimerQueue> timers_;
+  std::unique_ptr<ThreadPool> pool_;
+
+  std::mutex mds_mu_;
+  std::shared_ptr<net::RpcChannel> mds_ch_;  // CIUIC_GUARDED_BY(mds_mu_)
+  std::atomic<uint64_t> session_id_{0};
+  std::atomic<uint64_t> seq_{0};
+  std::atomic<uint32_t> lease_ms_{30000};
+  Fid root_ = kRootFid;            // CIUIC_GUARDED_BY(session_mu_)
+  mutable std::mutex session_mu_;  // serializes session re-opening
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  std::thread renew_thread_;
+
+  std::mutex ost_mu_;
+  std::unordered_map<uint32_t, std::string> ost_addr_;  // CIUIC_GUARDED_BY(ost_mu_)
+  std::map<std::string, OssConn> oss_;                  // CIUIC_GUARDED_BY(ost_mu_)
+  bool map_refreshing_ = false;                         // CIUIC_GUARDED_BY(ost_mu_)
+  std::vector<std::shared_ptr<OstCall>> map_waiting_;   // CIUIC_GUARDED_BY(ost_mu_)
+
+  std::mutex nodes_mu_;
+  std::unordered_map<Fid, std::weak_ptr<Node>, FidHash> nodes_;
+
+  std::mutex dir_mu_;
+  std::unordered_map<std::string, std::pair<Fid, int64_t>> dir_cache_;  // path -> (fid, expiry)
+};
+
+}  // namespace ciuic::client

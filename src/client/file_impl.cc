@@ -1,0 +1,1099 @@
+#include "client/file_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "client/block_verify.h"
+#include "client/io_plan.h"
+#include "common/crc32c.h"
+#include "common/logging.h"
+#include "common/time_util.h"
+#include "net/pb_convert.h"
+
+namespace ciuic::client {
+namespace {
+
+// Readahead fetches whole 1 MiB chunks; reads of 512 KiB or more go straight to the caller.
+constexpr uint64_t kRaChunk = 1ull << 20;
+constexpr uint64_t kRaDirectMin = 512ull << 10;
+// Writes up to this size are gathered in the write buffer; larger ones are sent from the caller.
+constexpr size_t kSmallWriteMax = 256u << 10;
+// Write-buffer flushes in flight per file (bounds memory to (1 + kMaxFlights) buffers).
+constexpr int kMaxFlights = 4;
+constexpr uint64_t kMaxFileSize = (1ull << 63) - 1;
+
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Result<size_t> r;
+};
+
+// True when `layout` maps every byte of [0, end) onto instantiated components.
+bool Covers(const FileLayout* layout, uint64_t end) {
+  if (layout == nullptr || layout->empty())
+    return false;
+  return layout->InstantiatedUpTo(end) && layout->components.back().end >= end;
+}
+
+size_t CountInstantiated(const FileLayout& l) {
+  size_t n = 0;
+  for (const auto& c : l.components)
+    n += c.instantiated() ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Helpers shared with ClientImpl
+
+FileStat FileStatFromAttr(const pb::Attr& a) {
+  FileStat s;
+  s.ino = a.fid().seq();
+  s.fid_mds = a.fid().mds();
+  s.fid_ver = a.fid().ver();
+  s.mode = a.mode();
+  s.uid = a.uid();
+  s.gid = a.gid();
+  s.nlink = a.nlink();
+  s.size = a.size();
+  s.blocks = a.blocks();
+  s.rdev = a.rdev();
+  s.data_version = a.data_version();
+  s.atime_sec = a.atime().sec();
+  s.atime_nsec = a.atime().nsec();
+  s.mtime_sec = a.mtime().sec();
+  s.mtime_nsec = a.mtime().nsec();
+  s.ctime_sec = a.ctime().sec();
+  s.ctime_nsec = a.ctime().nsec();
+  s.btime_sec = a.btime().sec();
+  s.btime_nsec = a.btime().nsec();
+  return s;
+}
+
+void RefreshNode(Node* node, const pb::Attr& attr, const pb::Layout* layout) {
+  std::shared_ptr<const FileLayout> fresh;
+  if (layout != nullptr && layout->components_size() > 0) {
+    fresh = std::make_shared<const FileLayout>(net::FromPb(*layout));
+  }
+  std::lock_guard<std::mutex> lock(node->mu);
+  // Components only gain OSTs over time: never replace a layout by a less instantiated one
+  // (a late reply may carry an older view).
+  if (fresh && (!node->layout || CountInstantiated(*fresh) >= CountInstantiated(*node->layout))) {
+    node->layout = std::move(fresh);
+  }
+  node->size = node->size_dirty ? std::max(node->size, attr.size()) : attr.size();
+  node->trunc_epoch = attr.trunc_epoch();
+  node->data_version = attr.data_version();
+}
+
+Status ApplyPunches(ClientCore* core,
+                    const google::protobuf::RepeatedPtrField<pb::OstTask>& tasks) {
+  if (tasks.empty())
+    return Status::OK();
+  std::vector<std::shared_ptr<OstCall>> calls;
+  pb::TruncateDoneReq done;
+  for (const pb::OstTask& t : tasks) {
+    auto call = std::make_shared<OstCall>();
+    call->ost = t.ost();
+    if (t.kind() == 1) {
+      auto req = std::make_unique<pb::DestroyReq>();
+      req->set_ost(t.ost());
+      *req->mutable_obj() = t.obj();
+      call->type = net::MsgType::kDestroy;
+      call->req = std::move(req);
+    } else {
+      auto req = std::make_unique<pb::PunchReq>();
+      req->set_ost(t.ost());
+      *req->mutable_obj() = t.obj();
+      req->set_length(t.length());
+      call->type = net::MsgType::kPunch;
+      call->req = std::move(req);
+    }
+    calls.push_back(std::move(call));
+    done.add_task_ids(t.id());
+  }
+  // On failure the MDS keeps the tasks in its OST work log and replays them itself.
+  CIUIC_RETURN_IF_ERROR(core->OstCallAll(std::move(calls)));
+  pb::TruncateDoneResp resp;
+  return core->Mds(net::MsgType::kTruncateDone, &done, &resp, true);
+}
+
+Status PublishSize(ClientCore* core, Node* node, bool sync) {
+  pb::UpdateSizeReq req;
+  uint64_t size;
+  {
+    std::lock_guard<std::mutex> lock(node->mu);
+    if (!node->size_dirty && !sync)
+      return Status::OK();
+    size = node->size;
+    net::ToPb(node->fid, req.mutable_fid());
+    req.set_size(size);
+    net::ToPb(node->mtime.sec != 0 ? node->mtime : NowTimespec(), req.mutable_mtime());
+    req.set_trunc_epoch(node->trunc_epoch);
+    req.set_sync(sync);
+  }
+  pb::UpdateSizeResp resp;
+  Status st = core->Mds(net::MsgType::kUpdateSize, &req, &resp, true);
+  if (st.code() == StatusCode::kStale) {
+    // Another client truncated the file since we last looked: our writes came after that
+    // truncate as far as this client knows, so extend under the new epoch.
+    pb::GetAttrReq greq;
+    net::ToPb(node->fid, greq.mutable_fid());
+    pb::GetAttrResp gresp;
+    CIUIC_RETURN_IF_ERROR(core->Mds(net::MsgType::kGetAttr, &greq, &gresp, false));
+    req.set_trunc_epoch(gresp.attr().trunc_epoch());
+    st = core->Mds(net::MsgType::kUpdateSize, &req, &resp, true);
+  }
+  CIUIC_RETURN_IF_ERROR(st);
+  std::lock_guard<std::mutex> lock(node->mu);
+  if (node->size == size)
+    node->size_dirty = false;
+  node->trunc_epoch = resp.attr().trunc_epoch();
+  node->data_version = resp.attr().data_version();
+  return Status::OK();
+}
+
+Status TruncateNode(ClientCore* core, Node* node, uint64_t size) {
+  // The MDS computes the punches from the size it knows: tell it about our writes first.
+  CIUIC_RETURN_IF_ERROR(PublishSize(core, node, false));
+  pb::SetAttrReq req;
+  net::ToPb(node->fid, req.mutable_fid());
+  req.set_valid(8);
+  req.set_size(size);
+  pb::SetAttrResp resp;
+  CIUIC_RETURN_IF_ERROR(core->Mds(net::MsgType::kSetAttr, &req, &resp, true));
+  node->write_gen++;
+  {
+    std::lock_guard<std::mutex> lock(node->mu);
+    node->size = resp.attr().size();
+    node->size_dirty = false;
+    node->trunc_epoch = resp.attr().trunc_epoch();
+    node->data_version = resp.attr().data_version();
+  }
+  return ApplyPunches(core, resp.punches());
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenFile
+
+OpenFile::OpenFile(std::shared_ptr<ClientCore> core,
+                   std::shared_ptr<Node> node,
+                   std::string path,
+                   int flags,
+                   uint64_t open_id,
+                   const OpenOptions& options)
+    : core_(std::move(core)),
+      node_(std::move(node)),
+      path_(std::move(path)),
+      flags_(flags),
+      open_id_(open_id),
+      options_(options),
+      wb_cap_(core_->options().write_buffer_bytes),
+      ra_(options.random_access ? 0 : core_->options().readahead_bytes, kRaChunk, kRaDirectMin) {
+  std::lock_guard<std::mutex> lock(node_->mu);
+  seen_data_version_ = node_->data_version;
+}
+
+OpenFile::~OpenFile() = default;
+
+FileImpl::~FileImpl() {
+  Status st = f_->Close();
+  if (!st.ok())
+    LOG_WARN("client: closing {} on destruction: {}", f_->path(), st.ToString());
+}
+
+Status OpenFile::CheckOpen(bool write) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_)
+    return Status::InvalidArgument(fmt::format("{}: file is closed", path_));
+  if (write && !writable()) {
+    return Status::PermissionDenied(fmt::format("{}: not open for writing", path_));
+  }
+  if (!write && !readable()) {
+    return Status::PermissionDenied(fmt::format("{}: not open for reading", path_));
+  }
+  return Status::OK();
+}
+
+Status OpenFile::LatchedError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void OpenFile::Latch(const Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_.ok())
+    error_ = st;
+}
+
+void OpenFile::OpStart(bool write) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++ops_;
+  if (write)
+    ++write_ops_;
+}
+
+void OpenFile::OpDone(bool write) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --ops_;
+  if (write)
+    --write_ops_;
+  ops_cv_.notify_all();
+}
+
+void OpenFile::WaitOps(bool writes_only) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ops_cv_.wait(lock, [&] { return (writes_only ? write_ops_ : ops_) == 0; });
+}
+
+void OpenFile::Throttled(std::function<void()> send) {
+  const int max = core_->options().max_inflight_per_file;
+  {
+    std::lock_guard<std::mutex> lock(thr_mu_);
+    if (max > 0 && thr_inflight_ >= max) {
+      thr_queue_.push_back(std::move(send));
+      return;
+    }
+    ++thr_inflight_;
+  }
+  send();
+}
+
+void OpenFile::ThrottleDone() {
+  std::function<void()> next;
+  {
+    std::lock_guard<std::mutex> lock(thr_mu_);
+    if (thr_head_ < thr_queue_.size()) {
+      next = std::move(thr_queue_[thr_head_++]);
+      if (thr_head_ == thr_queue_.size()) {
+        thr_queue_.clear();
+        thr_head_ = 0;
+      }
+    } else {
+      --thr_inflight_;
+    }
+  }
+  if (next)
+    next();
+}
+
+void OpenFile::PostCompletion(IoCallback cb, Result<size_t> r) {
+  auto shared = std::make_shared<std::pair<IoCallback, Result<size_t>>>(std::move(cb), r);
+  if (!core_->pool().TrySubmit([shared] { shared->first(std::move(shared->second)); })) {
+    shared->first(std::move(shared->second));
+  }
+}
+
+Result<size_t> OpenFile::WaitIo(const std::function<void(IoCallback)>& start) {
+  auto w = std::make_shared<Waiter>();
+  start([w](Result<size_t> r) {
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->r = std::move(r);
+    w->done = true;
+    w->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(w->mu);
+  w->cv.wait(lock, [&] { return w->done; });
+  return std::move(w->r);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+namespace {
+
+struct ReadOp {
+  IoCallback cb;
+  uint8_t* buf = nullptr;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  RangeLock::Ticket ticket = 0;
+  std::vector<ReadPiece> pieces;
+  std::mutex mu;
+  size_t left = 0;
+  Status first;
+};
+
+// Checks one read reply and moves its bytes into place.
+Status FinishReadPiece(const Fid& fid, const ReadPiece& p, Result<net::Reply> r) {
+  if (!r.ok())
+    return std::move(r).status();
+  net::Reply& rep = *r;
+  pb::ReadResp resp;
+  CIUIC_RETURN_IF_ERROR(net::Parse(rep.body, &resp, "ReadResp"));
+  const ObjectId oid{fid, p.comp_id, p.stripe};
+  if (rep.data_len > p.len || resp.aligned_offset() != p.obj_offset) {
+    return Status::Corruption(
+        fmt::format("OST {} object {}: read reply for [{}, +{}) carries [{}, +{})", p.ost,
+                    oid.FileName(), p.obj_offset, p.len, resp.aligned_offset(), rep.data_len));
+  }
+  uint8_t* data = rep.data_in_dest ? p.dest : rep.data.data();
+  if (rep.data_in_dest && !p.direct) {
+    return Status::Internal("read reply landed in a destination that was not offered");
+  }
+  BlockSource src;
+  src.ost = p.ost;
+  src.obj = oid;
+  CIUIC_RETURN_IF_ERROR(VerifyReadBlocks(
+      data, rep.data_len, resp.aligned_offset(), resp.object_length(), resp.exists(),
+      resp.block_crcs().data(), static_cast<size_t>(resp.block_crcs_size()), src));
+  if (p.direct) {
+    if (data != p.dest && rep.data_len > 0)
+      std::memcpy(p.dest, data, rep.data_len);
+    if (rep.data_len < p.len)
+      std::memset(p.dest + rep.data_len, 0, p.len - rep.data_len);
+    return Status::OK();
+  }
+  uint64_t have = 0;
+  if (p.skip < rep.data_len) {
+    have = std::min<uint64_t>(p.copy_len, rep.data_len - p.skip);
+    std::memcpy(p.dest, data + p.skip, have);
+  }
+  if (have < p.copy_len)
+    std::memset(p.dest + have, 0, p.copy_len - have);
+  return Status::OK();
+}
+
+}  // namespace
+
+void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb) {
+  auto op = std::make_shared<ReadOp>();
+  op->cb = std::move(cb);
+  op->buf = buf;
+  op->offset = offset;
+  op->len = len;
+  OpStart(false);
+  auto self = shared_from_this();
+  auto finish = [self, op] {
+    self->node_->ranges.Release(op->ticket);
+    Status st = op->first;
+    auto cb = std::move(op->cb);
+    if (st.ok()) {
+      cb(static_cast<size_t>(op->len));
+    } else {
+      cb(st.WithContext(self->path_));
+    }
+    self->OpDone(false);
+  };
+  node_->ranges.Acquire(offset, offset + len, false, [self, op, finish](RangeLock::Ticket t) {
+    op->ticket = t;
+    // Plan once the range is ours: a write that held it may have instantiated components.
+    auto layout = self->node_->GetLayout();
+    if (!layout || layout->empty()) {
+      std::memset(op->buf, 0, op->len);
+      finish();
+      return;
+    }
+    op->pieces = PlanRead(*layout, op->offset, op->len, op->buf);
+    op->left = op->pieces.size() + 1;  // +1 until every piece is issued
+    for (size_t i = 0; i < op->pieces.size(); ++i) {
+      const ReadPiece& p = op->pieces[i];
+      if (p.hole) {
+        std::memset(p.dest, 0, p.copy_len);
+        std::lock_guard<std::mutex> lock(op->mu);
+        --op->left;
+        continue;
+      }
+      auto call = std::make_shared<OstCall>();
+      call->type = net::MsgType::kRead;
+      call->ost = p.ost;
+      auto req = std::make_unique<pb::ReadReq>();
+      req->set_ost(p.ost);
+      net::ToPb(ObjectId{self->node_->fid, p.comp_id, p.stripe}, req->mutable_obj());
+      req->set_offset(p.obj_offset);
+      req->set_length(p.len);
+      call->req = std::move(req);
+      if (p.direct)
+        call->in_dest = std::span<uint8_t>(p.dest, p.len);
+      call->done = [self, op, i, finish](Result<net::Reply> r) {
+        Status st = FinishReadPiece(self->node_->fid, op->pieces[i], std::move(r));
+        self->ThrottleDone();
+        bool last;
+        {
+          std::lock_guard<std::mutex> lock(op->mu);
+          if (!st.ok() && op->first.ok())
+            op->first = st;
+          last = --op->left == 0;
+        }
+        if (last)
+          finish();
+      };
+      self->Throttled([self, call] { self->core_->OstCallAsync(call); });
+    }
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(op->mu);
+      last = --op->left == 0;
+    }
+    if (last)
+      finish();
+  });
+}
+
+Result<size_t> OpenFile::ReadDirect(uint8_t* buf, uint64_t len, uint64_t offset) {
+  return WaitIo([&](IoCallback cb) { ReadRange(buf, len, offset, std::move(cb)); });
+}
+
+void OpenFile::DropReadahead() {
+  std::lock_guard<std::mutex> lock(ra_mu_);
+  chunks_.clear();
+}
+
+Result<size_t> OpenFile::ReadThroughCache(uint8_t* buf,
+                                          uint64_t len,
+                                          uint64_t offset,
+                                          uint64_t size) {
+  ReadaheadPolicy::Decision d;
+  std::vector<std::pair<uint64_t, std::shared_ptr<Chunk>>> issue;
+  {
+    std::lock_guard<std::mutex> lock(ra_mu_);
+    d = ra_.OnRead(offset, len, size);
+    if (!d.use_readahead) {
+      if (!ra_.sequential())
+        chunks_.clear();
+    } else {
+      const uint64_t gen = node_->write_gen.load();
+      for (auto it = chunks_.begin(); it != chunks_.end();) {
+        const bool behind = it->first < d.first_chunk;
+        const bool stale = it->second->done && (it->second->gen != gen || !it->second->st.ok());
+        it = behind || stale ? chunks_.erase(it) : std::next(it);
+      }
+      for (uint64_t idx = d.first_chunk; idx < d.end_chunk; ++idx) {
+        if (chunks_.count(idx))
+          continue;
+        auto c = std::make_shared<Chunk>();
+        c->gen = gen;
+        chunks_[idx] = c;
+        issue.emplace_back(idx, c);
+      }
+    }
+  }
+  if (!d.use_readahead)
+    return ReadDirect(buf, len, offset);
+
+  auto self = shared_from_this();
+  for (auto& [idx, c] : issue) {
+    const uint64_t start = idx * kRaChunk;
+    const uint64_t n = start < size ? std::min(kRaChunk, size - start) : 0;
+    if (n == 0) {
+      std::lock_guard<std::mutex> lock(ra_mu_);
+      c->done = true;
+      continue;
+    }
+    c->buf.Resize(AlignUp(n, kCrcBlockSize));
+    ReadRange(c->buf.data(), c->buf.size(), start, [self, c, n](Result<size_t> r) {
+      std::lock_guard<std::mutex> lock(self->ra_mu_);
+      c->done = true;
+      if (r.ok()) {
+        c->valid = n;
+      } else {
+        c->st = r.status();
+      }
+      self->ra_cv_.notify_all();
+    });
+  }
+
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t pos = offset + done;
+    const uint64_t idx = pos / kRaChunk;
+    std::shared_ptr<Chunk> c;
+    {
+      std::unique_lock<std::mutex> lock(ra_mu_);
+      auto it = chunks_.find(idx);
+      if (it != chunks_.end()) {
+        c = it->second;
+        ra_cv_.wait(lock, [&] { return c->done; });
+        if (!c->st.ok() || c->gen != node_->write_gen.load()) {
+          // Failed or overtaken by a write: read the rest directly (which reports any error).
+          auto again = chunks_.find(idx);
+          if (again != chunks_.end() && again->second == c)
+            chunks_.erase(again);
+          c.reset();
+        }
+      }
+    }
+    if (!c) {
+      CIUIC_ASSIGN_OR_RETURN(size_t got, ReadDirect(buf + done, len - done, pos));
+      return static_cast<size_t>(done + got);
+    }
+    const uint64_t in = pos - idx * kRaChunk;
+    if (in >= c->valid)
+      break;  // the file ended before this chunk did
+    const uint64_t take = std::min(len - done, c->valid - in);
+    std::memcpy(buf + done, c->buf.data() + in, take);
+    done += take;
+  }
+  return static_cast<size_t>(done);
+}
+
+Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
+  CIUIC_RETURN_IF_ERROR(CheckOpen(false));
+  if (len == 0)
+    return size_t{0};
+  uint64_t size;
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    size = node_->size;
+  }
+  if (offset >= size)
+    return size_t{0};
+  const uint64_t n = std::min<uint64_t>(len, size - offset);
+  FlushBufferIfOverlaps(offset, n, true);
+  return ReadThroughCache(static_cast<uint8_t*>(buf), n, offset, size);
+}
+
+void OpenFile::PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb) {
+  Status st = CheckOpen(false);
+  if (!st.ok()) {
+    PostCompletion(std::move(cb), st);
+    return;
+  }
+  uint64_t size;
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    size = node_->size;
+  }
+  if (len == 0 || offset >= size) {
+    PostCompletion(std::move(cb), size_t{0});
+    return;
+  }
+  const uint64_t n = std::min<uint64_t>(len, size - offset);
+  FlushBufferIfOverlaps(offset, n, false);
+  ReadRange(static_cast<uint8_t*>(buf), n, offset, std::move(cb));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writes
+
+Status OpenFile::EnsureInstantiated(uint64_t end) {
+  auto layout = node_->GetLayout();
+  if (Covers(layout.get(), end))
+    return Status::OK();
+  pb::InstantiateReq req;
+  net::ToPb(node_->fid, req.mutable_fid());
+  req.set_end(end);
+  pb::InstantiateResp resp;
+  Status st = core_->Mds(net::MsgType::kInstantiate, &req, &resp, true);
+  if (!st.ok())
+    return st.WithContext(path_);
+  auto fresh = std::make_shared<const FileLayout>(net::FromPb(resp.layout()));
+  if (!Covers(fresh.get(), end)) {
+    return Status::Internal(fmt::format("{}: the MDS did not instantiate the layout up to {}: {}",
+                                        path_, end, fresh->ToString()));
+  }
+  std::lock_guard<std::mutex> lock(node_->mu);
+  if (!node_->layout || CountInstantiated(*fresh) >= CountInstantiated(*node_->layout)) {
+    node_->layout = std::move(fresh);
+  }
+  return Status::OK();
+}
+
+namespace {
+
+struct WriteOp {
+  IoCallback cb;
+  std::shared_ptr<void> keepalive;
+  const uint8_t* src = nullptr;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  RangeLock::Ticket ticket = 0;
+  std::mutex mu;
+  size_t left = 0;
+  Status first;
+};
+
+}  // namespace
+
+void OpenFile::WriteRange(const uint8_t* src,
+                          uint64_t len,
+                          uint64_t offset,
+                          std::shared_ptr<void> keepalive,
+                          IoCallback cb) {
+  OpStart(true);
+  node_->write_gen++;
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    node_->size = std::max(node_->size, offset + len);
+    node_->size_dirty = true;
+    node_->unsynced_data = true;
+    node_->mtime = NowTimespec();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wrote_ = true;
+  }
+  auto self = shared_from_this();
+  auto op = std::make_shared<WriteOp>();
+  op->cb = std::move(cb);
+  op->keepalive = std::move(keepalive);
+  op->src = src;
+  op->offset = offset;
+  op->len = len;
+  node_->ranges.Acquire(offset, offset + len, true, [self, op](RangeLock::Ticket t) {
+    op->ticket = t;
+    auto layout = self->node_->GetLayout();
+    if (Covers(layout.get(), op->offset + op->len)) {
+      self->IssueWrite(op->src, op->len, op->offset, op->ticket, op->keepalive, std::move(op->cb));
+      return;
+    }
+    // Instantiating asks the MDS (blocking): not on a network thread.
+    bool queued = self->core_->pool().TrySubmit([self, op] {
+      Status st = self->EnsureInstantiated(op->offset + op->len);
+      if (st.ok()) {
+        self->IssueWrite(op->src, op->len, op->offset, op->ticket, op->keepalive,
+                         std::move(op->cb));
+        return;
+      }
+      self->node_->ranges.Release(op->ticket);
+      self->node_->write_gen++;
+      op->cb(st);
+      self->OpDone(true);
+    });
+    if (!queued) {
+      self->node_->ranges.Release(op->ticket);
+      self->node_->write_gen++;
+      op->cb(Status::Aborted(fmt::format("{}: client shut down", self->path_)));
+      self->OpDone(true);
+    }
+  });
+}
+
+void OpenFile::IssueWrite(const uint8_t* src,
+                          uint64_t len,
+                          uint64_t offset,
+                          RangeLock::Ticket ticket,
+                          std::shared_ptr<void> keepalive,
+                          IoCallback cb) {
+  auto self = shared_from_this();
+  auto op = std::make_shared<WriteOp>();
+  op->cb = std::move(cb);
+  op->keepalive = std::move(keepalive);
+  op->len = len;
+  op->ticket = ticket;
+  auto finish = [self, op] {
+    self->node_->ranges.Release(op->ticket);
+    self->node_->write_gen++;
+    auto cb = std::move(op->cb);
+    op->keepalive.reset();
+    if (op->first.ok()) {
+      cb(static_cast<size_t>(op->len));
+    } else {
+      cb(op->first.WithContext(self->path_));
+    }
+    self->OpDone(true);
+  };
+  auto layout = node_->GetLayout();
+  std::vector<WritePiece> pieces = PlanWrite(*layout, offset, len, src);
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    for (const WritePiece& p : pieces) {
+      node_->touched.emplace(p.ost, ObjectId{node_->fid, p.comp_id, p.stripe});
+    }
+  }
+  op->left = pieces.size() + 1;
+  for (const WritePiece& p : pieces) {
+    if (p.ost == UINT32_MAX) {
+      std::lock_guard<std::mutex> lock(op->mu);
+      if (op->first.ok())
+        op->first = Status::Internal("write to an uninstantiated component");
+      --op->left;
+      continue;
+    }
+    auto call = std::make_shared<OstCall>();
+    call->type = net::MsgType::kWrite;
+    call->ost = p.ost;
+    auto req = std::make_unique<pb::WriteReq>();
+    req->set_ost(p.ost);
+    net::ToPb(ObjectId{node_->fid, p.comp_id, p.stripe}, req->mutable_obj());
+    req->set_offset(p.obj_offset);
+    call->req = std::move(req);
+    call->out_data.push_back(net::ConstSpan{p.src, p.len});
+    call->done = [self, op, finish](Result<net::Reply> r) {
+      Status st = r.ok() ? Status::OK() : std::move(r).status();
+      self->ThrottleDone();
+      bool last;
+      {
+        std::lock_guard<std::mutex> lock(op->mu);
+        if (!st.ok() && op->first.ok())
+          op->first = st;
+        last = --op->left == 0;
+      }
+      if (last)
+        finish();
+    };
+    Throttled([self, call] { self->core_->OstCallAsync(call); });
+  }
+  bool last;
+  {
+    std::lock_guard<std::mutex> lock(op->mu);
+    last = --op->left == 0;
+  }
+  if (last)
+    finish();
+}
+
+void OpenFile::FlushBufferLocked(bool partial, bool may_wait) {
+  if (wb_len_ == 0)
+    return;
+  uint64_t n = wb_len_;
+  if (partial) {
+    // Send whole stripe units and keep the tail: RPCs stay stripe-sized and aligned.
+    uint64_t unit = kDefaultStripeSize;
+    if (auto layout = node_->GetLayout()) {
+      int ci = layout->ComponentFor(wb_start_ + wb_len_ - 1);
+      if (ci >= 0)
+        unit = layout->components[static_cast<size_t>(ci)].stripe_size;
+    }
+    const uint64_t boundary = AlignDown(wb_start_ + wb_len_, unit);
+    if (boundary <= wb_start_)
+      return;
+    n = boundary - wb_start_;
+  }
+  if (may_wait) {
+    EnsureInstantiated(wb_start_ + n).IgnoreError();  // WriteRange retries and reports it
+  }
+  AlignedBuffer out = std::move(wb_buf_);
+  {
+    std::unique_lock<std::mutex> lock(flight_mu_);
+    if (may_wait)
+      flight_cv_.wait(lock, [&] { return flights_ < kMaxFlights; });
+    ++flights_;
+    if (!wb_free_.empty()) {
+      wb_buf_ = std::move(wb_free_.back());
+      wb_free_.pop_back();
+    }
+  }
+  if (wb_buf_.size() < wb_cap_)
+    wb_buf_.Resize(wb_cap_);
+  const uint64_t rest = wb_len_ - n;
+  if (rest > 0)
+    std::memcpy(wb_buf_.data(), out.data() + n, rest);
+  const uint64_t start = wb_start_;
+  wb_start_ += n;
+  wb_len_ = rest;
+  auto holder = std::make_shared<AlignedBuffer>(std::move(out));
+  auto self = shared_from_this();
+  WriteRange(holder->data(), n, start, holder, [self, holder](Result<size_t> r) {
+    if (!r.ok())
+      self->Latch(r.status());
+    std::lock_guard<std::mutex> lock(self->flight_mu_);
+    --self->flights_;
+    if (self->wb_free_.size() < kMaxFlights)
+      self->wb_free_.push_back(std::move(*holder));
+    self->flight_cv_.notify_all();
+  });
+}
+
+void OpenFile::FlushBuffer(bool may_wait) {
+  std::lock_guard<std::mutex> lock(wb_mu_);
+  FlushBufferLocked(false, may_wait);
+}
+
+void OpenFile::FlushBufferIfOverlaps(uint64_t offset, uint64_t len, bool may_wait) {
+  std::lock_guard<std::mutex> lock(wb_mu_);
+  if (wb_len_ > 0 && offset < wb_start_ + wb_len_ && wb_start_ < offset + len) {
+    FlushBufferLocked(false, may_wait);
+  }
+}
+
+Result<size_t> OpenFile::Pwrite(const void* buf, size_t len, uint64_t offset) {
+  CIUIC_RETURN_IF_ERROR(CheckOpen(true));
+  CIUIC_RETURN_IF_ERROR(LatchedError());
+  if (len == 0)
+    return size_t{0};
+  if (offset > kMaxFileSize || len > kMaxFileSize - offset) {
+    return Status::InvalidArgument(fmt::format("{}: write past the largest file size", path_));
+  }
+  const auto* src = static_cast<const uint8_t*>(buf);
+  if (wb_cap_ > 0 && len <= kSmallWriteMax && len <= wb_cap_ / 2) {
+    std::lock_guard<std::mutex> lock(wb_mu_);
+    const uint64_t wb_end = wb_start_ + wb_len_;
+    if (wb_len_ > 0 && offset >= wb_start_ && offset + len <= wb_end) {
+      std::memcpy(wb_buf_.data() + (offset - wb_start_), src, len);  // rewrite of buffered bytes
+    } else {
+      if (wb_len_ > 0 && offset == wb_end) {
+        if (wb_len_ + len > wb_cap_)
+          FlushBufferLocked(true, true);
+        if (wb_len_ + len > wb_cap_)
+          FlushBufferLocked(false, true);
+      } else {
+        FlushBufferLocked(false, true);
+      }
+      if (wb_len_ == 0)
+        wb_start_ = offset;
+      if (wb_buf_.size() < wb_cap_)
+        wb_buf_.Resize(wb_cap_);
+      std::memcpy(wb_buf_.data() + wb_len_, src, len);
+      wb_len_ += len;
+    }
+    node_->write_gen++;
+    {
+      std::lock_guard<std::mutex> nlock(node_->mu);
+      node_->size = std::max(node_->size, offset + len);
+      node_->size_dirty = true;
+      node_->unsynced_data = true;
+      node_->mtime = NowTimespec();
+    }
+    {
+      std::lock_guard<std::mutex> mlock(mu_);
+      wrote_ = true;
+    }
+    if (wb_len_ > wb_cap_ / 2)
+      FlushBufferLocked(true, true);
+    return len;
+  }
+  FlushBufferIfOverlaps(offset, len, true);
+  CIUIC_RETURN_IF_ERROR(EnsureInstantiated(offset + len));
+  return WaitIo([&](IoCallback cb) { WriteRange(src, len, offset, nullptr, std::move(cb)); });
+}
+
+void OpenFile::PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallback cb) {
+  Status st = CheckOpen(true);
+  if (st.ok())
+    st = LatchedError();
+  if (st.ok() && (offset > kMaxFileSize || len > kMaxFileSize - offset)) {
+    st = Status::InvalidArgument(fmt::format("{}: write past the largest file size", path_));
+  }
+  if (!st.ok() || len == 0) {
+    PostCompletion(std::move(cb), st.ok() ? Result<size_t>(size_t{0}) : Result<size_t>(st));
+    return;
+  }
+  FlushBufferIfOverlaps(offset, len, false);
+  WriteRange(static_cast<const uint8_t*>(buf), len, offset, nullptr, std::move(cb));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Position-based IO
+
+Result<size_t> OpenFile::Read(void* buf, size_t len) {
+  std::lock_guard<std::mutex> lock(pos_mu_);
+  uint64_t pos;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    pos = pos_;
+  }
+  CIUIC_ASSIGN_OR_RETURN(size_t n, Pread(buf, len, pos));
+  std::lock_guard<std::mutex> l(mu_);
+  pos_ = pos + n;
+  return n;
+}
+
+Result<size_t> OpenFile::Write(const void* buf, size_t len) {
+  if (flags_ & O_APPEND) {
+    // Atomic within this client: appends of every File of this file take turns.
+    std::lock_guard<std::mutex> alock(node_->append_mu);
+    uint64_t end;
+    {
+      std::lock_guard<std::mutex> l(node_->mu);
+      end = node_->size;
+    }
+    CIUIC_ASSIGN_OR_RETURN(size_t n, Pwrite(buf, len, end));
+    std::lock_guard<std::mutex> l(mu_);
+    pos_ = end + n;
+    return n;
+  }
+  std::lock_guard<std::mutex> lock(pos_mu_);
+  uint64_t pos;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    pos = pos_;
+  }
+  CIUIC_ASSIGN_OR_RETURN(size_t n, Pwrite(buf, len, pos));
+  std::lock_guard<std::mutex> l(mu_);
+  pos_ = pos + n;
+  return n;
+}
+
+Result<uint64_t> OpenFile::Seek(int64_t offset, int whence) {
+  std::lock_guard<std::mutex> lock(pos_mu_);
+  int64_t base;
+  if (whence == SEEK_SET) {
+    base = 0;
+  } else if (whence == SEEK_CUR) {
+    std::lock_guard<std::mutex> l(mu_);
+    base = static_cast<int64_t>(pos_);
+  } else if (whence == SEEK_END) {
+    std::lock_guard<std::mutex> l(node_->mu);
+    base = static_cast<int64_t>(node_->size);
+  } else {
+    return Status::InvalidArgument(fmt::format("{}: unsupported seek whence {}", path_, whence));
+  }
+  if ((offset < 0 && base + offset < 0) ||
+      (offset > 0 && base > static_cast<int64_t>(kMaxFileSize) - offset)) {
+    return Status::InvalidArgument(fmt::format("{}: seek out of range", path_));
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  pos_ = static_cast<uint64_t>(base + offset);
+  return pos_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flush, fsync, truncate, stat, close
+
+Status OpenFile::Flush() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_)
+      return Status::InvalidArgument(fmt::format("{}: file is closed", path_));
+  }
+  FlushBuffer(true);
+  WaitOps(true);
+  CIUIC_RETURN_IF_ERROR(LatchedError());
+  return PublishSize(core_.get(), node_.get(), false).WithContext(path_);
+}
+
+Status OpenFile::Fsync() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_)
+      return Status::InvalidArgument(fmt::format("{}: file is closed", path_));
+  }
+  FlushBuffer(true);
+  WaitOps(true);
+  CIUIC_RETURN_IF_ERROR(LatchedError());
+  const uint64_t gen = node_->write_gen.load();
+  std::map<uint32_t, std::vector<ObjectId>> by_ost;
+  bool need_size;
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    for (const auto& [ost, obj] : node_->touched)
+      by_ost[ost].push_back(obj);
+    need_size = node_->unsynced_data || node_->size_dirty;
+  }
+  std::vector<std::shared_ptr<OstCall>> calls;
+  for (const auto& [ost, objs] : by_ost) {
+    auto call = std::make_shared<OstCall>();
+    call->type = net::MsgType::kSync;
+    call->ost = ost;
+    auto req = std::make_unique<pb::SyncReq>();
+    req->set_ost(ost);
+    for (const ObjectId& o : objs)
+      net::ToPb(o, req->add_objs());
+    call->req = std::move(req);
+    calls.push_back(std::move(call));
+  }
+  Status st = core_->OstCallAll(std::move(calls));
+  if (!st.ok())
+    return st.WithContext(path_);
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    for (const auto& [ost, objs] : by_ost) {
+      for (const ObjectId& o : objs)
+        node_->touched.erase({ost, o});
+    }
+  }
+  if (need_size) {
+    CIUIC_RETURN_IF_ERROR(PublishSize(core_.get(), node_.get(), true).WithContext(path_));
+    std::lock_guard<std::mutex> lock(node_->mu);
+    if (node_->write_gen.load() == gen)
+      node_->unsynced_data = false;
+  }
+  return Status::OK();
+}
+
+Status OpenFile::Truncate(uint64_t size) {
+  CIUIC_RETURN_IF_ERROR(CheckOpen(true));
+  if (size > kMaxFileSize)
+    return Status::InvalidArgument(fmt::format("{}: size too large", path_));
+  FlushBuffer(true);
+  WaitOps(true);
+  CIUIC_RETURN_IF_ERROR(LatchedError());
+  DropReadahead();
+  RangeLock::Ticket t = node_->ranges.AcquireBlocking(0, UINT64_MAX, true);
+  Status st = TruncateNode(core_.get(), node_.get(), size);
+  node_->ranges.Release(t);
+  return st.ok() ? st : st.WithContext(path_);
+}
+
+Status OpenFile::Allocate(uint64_t offset, uint64_t len, bool keep_size) {
+  CIUIC_RETURN_IF_ERROR(CheckOpen(true));
+  if (len == 0 || offset > kMaxFileSize || len > kMaxFileSize - offset) {
+    return Status::InvalidArgument(fmt::format("{}: bad allocation range", path_));
+  }
+  FlushBuffer(true);
+  WaitOps(true);
+  CIUIC_RETURN_IF_ERROR(PublishSize(core_.get(), node_.get(), false).WithContext(path_));
+  pb::FallocateReq req;
+  net::ToPb(node_->fid, req.mutable_fid());
+  req.set_offset(offset);
+  req.set_length(len);
+  req.set_keep_size(keep_size);
+  pb::FallocateResp resp;
+  Status st = core_->Mds(net::MsgType::kFallocate, &req, &resp, true);
+  if (!st.ok())
+    return st.WithContext(path_);
+  RefreshNode(node_.get(), resp.attr(), resp.has_layout() ? &resp.layout() : nullptr);
+  return Status::OK();
+}
+
+Result<FileStat> OpenFile::Stat() {
+  pb::GetAttrReq req;
+  net::ToPb(node_->fid, req.mutable_fid());
+  pb::GetAttrResp resp;
+  Status st = core_->Mds(net::MsgType::kGetAttr, &req, &resp, false);
+  if (!st.ok())
+    return st.WithContext(path_);
+  RefreshNode(node_.get(), resp.attr(), resp.has_layout() ? &resp.layout() : nullptr);
+  FileStat s = FileStatFromAttr(resp.attr());
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    s.size = node_->size;
+  }
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.data_version != seen_data_version_) {
+      changed = !wrote_;
+      seen_data_version_ = s.data_version;
+    }
+  }
+  if (changed)
+    DropReadahead();  // another client changed the data
+  return s;
+}
+
+Status OpenFile::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_)
+      return Status::OK();
+    closed_ = true;
+  }
+  FlushBuffer(true);
+  WaitOps(false);
+  DropReadahead();
+  Status st = LatchedError();
+  bool wrote;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    wrote = wrote_;
+  }
+  if (wrote) {
+    Status s = PublishSize(core_.get(), node_.get(), false);
+    if (st.ok())
+      st = s;
+  }
+  if (open_id_ != 0) {
+    pb::CloseReq req;
+    net::ToPb(node_->fid, req.mutable_fid());
+    req.set_open_id(open_id_);
+    req.set_wrote(wrote);
+    pb::CloseResp resp;
+    Status s = core_->Mds(net::MsgType::kClose, &req, &resp, true);
+    if (st.ok())
+      st = s;
+  }
+  return st.ok() ? st : st.WithContext(path_);
+}
+
+FileLayout OpenFile::layout() const {
+  auto l = node_->GetLayout();
+  return l ? *l : FileLayout{};
+}
+
+}  // namespace ciuic::client

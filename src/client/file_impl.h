@@ -1,0 +1,200 @@
+// OpenFile: one open file of a Client: the data path (striped fan-out of reads and writes with
+// checksum verification), the write buffer that gathers small sequential writes into stripe-sized
+// RPCs, sequential readahead, fsync, truncate and close. FileImpl is the public File over it.
+//
+// Ownership: FileImpl holds a shared_ptr<OpenFile>; every async operation holds one too, so a
+// completion never outlives the state it touches. OpenFile holds the ClientCore and the Node.
+// Threads: completions run on network threads (verification and copies of read edges happen
+// there); blocking work an async path needs (instantiating layout components) goes to the core's
+// pool. Thread-safety: every method is thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ciuic/client.h"
+#include "client/client_core.h"
+#include "client/readahead.h"
+#include "common/buffer.h"
+
+namespace ciuic::client {
+
+// Converts the MDS's attributes to the public form.
+FileStat FileStatFromAttr(const pb::Attr& attr);
+// Updates `node` from attributes and layout the MDS returned (keeps local unflushed size).
+void RefreshNode(Node* node, const pb::Attr& attr, const pb::Layout* layout);
+// Applies truncate punches on their OSTs, then acknowledges them to the MDS.
+Status ApplyPunches(ClientCore* core, const google::protobuf::RepeatedPtrField<pb::OstTask>& tasks);
+// Truncates the file of `node` to `size`: publishes pending size, SetAttr, punches.
+Status TruncateNode(ClientCore* core, Node* node, uint64_t size);
+// Sends the extend-only size update for `node` if local writes extended it (or always when
+// `sync`, to make the size durable).
+Status PublishSize(ClientCore* core, Node* node, bool sync);
+
+class OpenFile : public std::enable_shared_from_this<OpenFile> {
+ public:
+  OpenFile(std::shared_ptr<ClientCore> core,
+           std::shared_ptr<Node> node,
+           std::string path,
+           int flags,
+           uint64_t open_id,
+           const OpenOptions& options);
+  ~OpenFile();
+
+  Result<size_t> Pread(void* buf, size_t len, uint64_t offset);
+  Result<size_t> Pwrite(const void* buf, size_t len, uint64_t offset);
+  Result<size_t> Read(void* buf, size_t len);
+  Result<size_t> Write(const void* buf, size_t len);
+  Result<uint64_t> Seek(int64_t offset, int whence);
+  void PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb);
+  void PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallback cb);
+  Status Fsync();
+  Status Flush();
+  Status Truncate(uint64_t size);
+  Status Allocate(uint64_t offset, uint64_t len, bool keep_size);
+  Result<FileStat> Stat();
+  Status Close();
+
+  FileLayout layout() const;
+  const std::string& path() const { return path_; }
+  int flags() const { return flags_; }
+  uint64_t ino() const { return node_->fid.seq; }
+
+ private:
+  struct WriteFlight;
+
+  bool readable() const { return (flags_ & O_ACCMODE) != O_WRONLY; }
+  bool writable() const { return (flags_ & O_ACCMODE) != O_RDONLY; }
+  Status CheckOpen(bool write) const;
+  Status LatchedError() const;
+  void Latch(const Status& st);
+
+  // Data path. `len` > 0; reads are already clipped to the file size.
+  void ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb);
+  void WriteRange(const uint8_t* src,
+                  uint64_t len,
+                  uint64_t offset,
+                  std::shared_ptr<void> keepalive,
+                  IoCallback cb);
+  void IssueWrite(const uint8_t* src,
+                  uint64_t len,
+                  uint64_t offset,
+                  RangeLock::Ticket ticket,
+                  std::shared_ptr<void> keepalive,
+                  IoCallback cb);
+  Status EnsureInstantiated(uint64_t end);
+  Result<size_t> WaitIo(const std::function<void(IoCallback)>& start);
+
+  // Throttle: at most max_inflight_per_file RPCs of this file in flight.
+  void Throttled(std::function<void()> send);
+  void ThrottleDone();
+
+  // Operations in flight (Close and Fsync wait for them).
+  void OpStart(bool write);
+  void OpDone(bool write);
+  void WaitOps(bool writes_only);
+
+  // Write buffer.
+  void FlushBufferLocked(bool partial, bool may_wait);
+  void FlushBuffer(bool may_wait);
+  void FlushBufferIfOverlaps(uint64_t offset, uint64_t len, bool may_wait);
+
+  // Readahead.
+  Result<size_t> ReadThroughCache(uint8_t* buf, uint64_t len, uint64_t offset, uint64_t size);
+  void DropReadahead();
+  Result<size_t> ReadDirect(uint8_t* buf, uint64_t len, uint64_t offset);
+
+  // Posts `cb(r)` to the pool (completions never run on the caller's stack).
+  void PostCompletion(IoCallback cb, Result<size_t> r);
+
+  std::shared_ptr<ClientCore> core_;
+  std::shared_ptr<Node> node_;
+  const std::string path_;
+  const int flags_;
+  const uint64_t open_id_;
+  const OpenOptions options_;
+  const size_t wb_cap_;
+
+  std::mutex pos_mu_;      // makes Read/Write/Seek at the file position atomic
+  mutable std::mutex mu_;  // state below
+  bool closed_ = false;
+  bool wrote_ = false;
+  uint64_t pos_ = 0;
+  Status error_;  // first error of an async write
+  int ops_ = 0;
+  int write_ops_ = 0;
+  std::condition_variable ops_cv_;
+
+  std::mutex thr_mu_;
+  int thr_inflight_ = 0;
+  std::vector<std::function<void()>> thr_queue_;  // FIFO via thr_head_
+  size_t thr_head_ = 0;
+
+  // Write buffer: one contiguous dirty range [wb_start_, wb_start_ + wb_len_).
+  std::mutex wb_mu_;
+  AlignedBuffer wb_buf_;
+  uint64_t wb_start_ = 0;
+  size_t wb_len_ = 0;
+  std::mutex flight_mu_;
+  std::condition_variable flight_cv_;
+  int flights_ = 0;
+  std::vector<AlignedBuffer> wb_free_;
+
+  // Readahead.
+  struct Chunk {
+    uint64_t gen = 0;
+    AlignedBuffer buf;
+    uint64_t valid = 0;
+    bool done = false;
+    Status st;
+  };
+  std::mutex ra_mu_;
+  std::condition_variable ra_cv_;
+  ReadaheadPolicy ra_;
+  std::map<uint64_t, std::shared_ptr<Chunk>> chunks_;
+  uint64_t seen_data_version_ = 0;
+};
+
+class FileImpl : public File {
+ public:
+  explicit FileImpl(std::shared_ptr<OpenFile> f) : f_(std::move(f)) {}
+  ~FileImpl() override;
+
+  Result<size_t> Pread(void* buf, size_t len, uint64_t offset) override {
+    return f_->Pread(buf, len, offset);
+  }
+  Result<size_t> Pwrite(const void* buf, size_t len, uint64_t offset) override {
+    return f_->Pwrite(buf, len, offset);
+  }
+  Result<size_t> Read(void* buf, size_t len) override { return f_->Read(buf, len); }
+  Result<size_t> Write(const void* buf, size_t len) override { return f_->Write(buf, len); }
+  Result<uint64_t> Seek(int64_t offset, int whence) override { return f_->Seek(offset, whence); }
+  void PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb) override {
+    f_->PreadAsync(buf, len, offset, std::move(cb));
+  }
+  void PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallback cb) override {
+    f_->PwriteAsync(buf, len, offset, std::move(cb));
+  }
+  Status Fsync() override { return f_->Fsync(); }
+  Status Flush() override { return f_->Flush(); }
+  Status Truncate(uint64_t size) override { return f_->Truncate(size); }
+  Status Allocate(uint64_t offset, uint64_t len, bool keep_size) override {
+    return f_->Allocate(offset, len, keep_size);
+  }
+  Result<FileStat> Stat() override { return f_->Stat(); }
+  Status Close() override { return f_->Close(); }
+  FileLayout layout() const override { return f_->layout(); }
+  const std::string& path() const override { return f_->path(); }
+  int flags() const override { return f_->flags(); }
+  uint64_t ino() const override { return f_->ino(); }
+
+ private:
+  std::shared_ptr<OpenFile> f_;
+};
+
+}  // namespace ciuic::client
