@@ -1,0 +1,284 @@
+// MetaService: the MDS's namespace, sessions, layouts and OST map over a KvStore, without the
+// network (MdsServer binds it to an RpcServer).
+//
+// One method per operation, taking and returning the wire messages of src/proto/ciuic.proto.
+// Reads (Lookup, GetAttr, ReadDir, ...) run on the calling thread straight from the store.
+// Mutations are queued to ONE writer thread, which validates and applies them in order and
+// commits each group of queued mutations with a single atomic WriteBatch (one WAL write): no
+// check-then-write races. Each mutation comes in two forms: `Create(req)` blocks until the
+// result is committed; `CreateAsync(req, done)` queues and calls `done` on the writer thread
+// (kUnavailable at once when the queue is full). A mutation whose ReqCtx carries a session and
+// a non-zero seq is answered from the session's reply cache when retried.
+//
+// Durability: mutations use an unsynced WAL write except UpdateSize(sync) and FsyncDir, whose
+// group is written with a synced WAL write (which also makes every earlier write durable).
+//
+// Thread-safety: every public method may be called from any thread, except that the blocking
+// mutation forms must not be called from the writer thread (i.e. from a `done` callback).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "ciuic.pb.h"
+#include "common/fid.h"
+#include "common/status.h"
+#include "meta/keys.h"
+#include "meta/kv_store.h"
+#include "meta/ost_map.h"
+
+namespace ciuic::meta {
+
+class Txn;
+class Reader;
+class Job;
+
+struct MetaOptions {
+  std::string cluster_uuid;
+  uint32_t mds_index = 0;
+  uint32_t lease_ms = 30000;
+  uint32_t heartbeat_ms = 1000;  // an OSS missing 3 heartbeats is down
+  // Punches in the OST work log wait this long before an OSS is told to apply them, so the
+  // client that truncated applies them first.
+  uint32_t punch_grace_ms = 2000;
+  size_t max_queue = 4096;  // queued mutations before kUnavailable
+  size_t max_group = 256;   // mutations per group commit
+  size_t reply_cache_per_session = 256;
+  uint32_t max_tasks_per_heartbeat = 1024;
+  uint32_t max_readdir_entries = 4096;
+  uint32_t tick_ms = 200;  // lease and heartbeat checks
+  // Tests only: squeeze name hashes into [3, 3 + mask] to force readdir cookie collisions.
+  uint64_t test_name_hash_mask = 0;
+};
+
+template <typename T>
+using Done = std::function<void(Result<T>)>;
+
+class MetaService {
+ public:
+  // Opens the namespace in `kv`, creating the root directory (seq 1) on first start, loading
+  // sessions, OSTs and orphans. Starts the writer thread. kCorruption on unreadable records.
+  static Result<std::unique_ptr<MetaService>> Open(std::unique_ptr<KvStore> kv,
+                                                   MetaOptions options);
+  ~MetaService();
+  MetaService(const MetaService&) = delete;
+  MetaService& operator=(const MetaService&) = delete;
+
+  // Refuses new mutations (kUnavailable), finishes the queued ones and joins the writer.
+  // Idempotent.
+  void Stop();
+
+  // --- Reads: inline, from the committed state. ---
+  // RenewSession only touches in-memory state. kStale when the session is unknown or expired.
+  Result<pb::RenewSessionResp> RenewSession(const pb::RenewSessionReq& req);
+  Result<pb::LookupResp> Lookup(const pb::LookupReq& req);
+  // With req.open the open is a mutation: use the blocking form or ResolvePathAsync.
+  Result<pb::ResolvePathResp> ResolvePath(const pb::ResolvePathReq& req);
+  Result<pb::GetAttrResp> GetAttr(const pb::GetAttrReq& req);
+  Result<pb::ReadlinkResp> Readlink(const pb::ReadlinkReq& req);
+  Result<pb::ReadDirResp> ReadDir(const pb::ReadDirReq& req);
+  Result<pb::StatfsResp> Statfs(const pb::StatfsReq& req);
+  Result<pb::GetXattrResp> GetXattr(const pb::GetXattrReq& req);
+  Result<pb::ListXattrResp> ListXattr(const pb::ListXattrReq& req);
+  Result<pb::GetOstMapResp> GetOstMap(const pb::GetOstMapReq& req);
+
+  // --- Mutations: the writer thread. ---
+#define CIUIC_META_MUTATION(Name)                        \
+  Result<pb::Name##Resp> Name(const pb::Name##Req& req); \
+  void Name##Async(pb::Name##Req req, Done<pb::Name##Resp> done);
+  CIUIC_META_MUTATION(OpenSession)
+  CIUIC_META_MUTATION(CloseSession)
+  CIUIC_META_MUTATION(SetAttr)
+  CIUIC_META_MUTATION(Create)
+  CIUIC_META_MUTATION(Mkdir)
+  CIUIC_META_MUTATION(Unlink)
+  CIUIC_META_MUTATION(Rename)
+  CIUIC_META_MUTATION(Symlink)
+  CIUIC_META_MUTATION(Link)
+  CIUIC_META_MUTATION(Open)
+  CIUIC_META_MUTATION(Close)
+  CIUIC_META_MUTATION(UpdateSize)
+  CIUIC_META_MUTATION(Instantiate)
+  CIUIC_META_MUTATION(SetLayout)
+  CIUIC_META_MUTATION(Fallocate)
+  CIUIC_META_MUTATION(FsyncDir)
+  CIUIC_META_MUTATION(SetXattr)
+  CIUIC_META_MUTATION(RemoveXattr)
+  CIUIC_META_MUTATION(TruncateDone)
+  CIUIC_META_MUTATION(RegisterOss)
+  CIUIC_META_MUTATION(Heartbeat)
+#undef CIUIC_META_MUTATION
+  // ResolvePath with req.open: queued like a mutation (without it, answered inline).
+  void ResolvePathAsync(pb::ResolvePathReq req, Done<pb::ResolvePathResp> done);
+
+  // --- Test hooks. ---
+  // Moves this service's clocks (leases, heartbeats, punch grace) forward by `ms`.
+  void TEST_AdvanceClock(int64_t ms) {
+    clock_offset_ms_ += ms;
+  }
+  // Runs the lease and heartbeat checks now (on the writer thread) and waits for them.
+  Status TEST_Tick();
+  KvStore* TEST_kv() {
+    return kv_.get();
+  }
+  size_t TEST_OrphanCount();
+  size_t TEST_SessionCount();
+
+ private:
+  template <typename Req, typename Resp>
+  friend class TypedJob;
+  friend class TickJob;
+
+  // One persistent, never-reused counter (fids, task ids, sessions, opens): values are handed
+  // out from memory and the high-water mark in the system column family is raised a range at
+  // a time, in the same batch as the mutation that needs it.
+  struct Sequence {
+    std::string_view key;
+    uint64_t next = 1;
+    uint64_t hwm = 1;
+  };
+  struct CachedReply {
+    Status status;
+    std::string body;
+  };
+  struct SessionState {
+    std::string client_name;
+    int64_t expires_ms = 0;
+    std::unordered_map<uint64_t, CachedReply> replies;
+    std::deque<uint64_t> reply_order;
+  };
+
+  MetaService(std::unique_ptr<KvStore> kv, MetaOptions options);
+  Status Load();
+  Status LoadSequence(Sequence* seq, uint64_t first);
+  void WriterLoop();
+  void RunGroup(std::deque<std::unique_ptr<Job>>& jobs);
+  bool Enqueue(std::unique_ptr<Job> job);
+  template <typename Req, typename Resp>
+  void Submit(Req req, Done<Resp> done);
+  template <typename Req, typename Resp>
+  Result<Resp> RunSync(const Req& req);
+
+  int64_t NowMs() const;   // monotonic: leases and heartbeats
+  int64_t WallMs() const;  // wall clock: stored in the OST work log
+  uint64_t Hash(std::string_view name) const {
+    return hasher_(name);
+  }
+
+  uint64_t Allocate(Txn& txn, Sequence* seq);
+  Fid NewFid(Txn& txn);
+
+  // Reply cache (guarded by sess_mu_).
+  bool FindReply(uint64_t session_id, uint64_t seq, CachedReply* out);
+  void StoreReply(uint64_t session_id, uint64_t seq, CachedReply reply);
+  void EraseReply(uint64_t session_id, uint64_t seq);
+  std::vector<uint64_t> ExpiredSessions(int64_t now_ms, size_t max);
+
+  // Applies one mutation (definitions live in ops/*.cc).
+  Status Apply(Txn& t, const pb::OpenSessionReq& req, pb::OpenSessionResp* resp);
+  Status Apply(Txn& t, const pb::CloseSessionReq& req, pb::CloseSessionResp* resp);
+  Status Apply(Txn& t, const pb::SetAttrReq& req, pb::SetAttrResp* resp);
+  Status Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp);
+  Status Apply(Txn& t, const pb::MkdirReq& req, pb::MkdirResp* resp);
+  Status Apply(Txn& t, const pb::UnlinkReq& req, pb::UnlinkResp* resp);
+  Status Apply(Txn& t, const pb::RenameReq& req, pb::RenameResp* resp);
+  Status Apply(Txn& t, const pb::SymlinkReq& req, pb::SymlinkResp* resp);
+  Status Apply(Txn& t, const pb::LinkReq& req, pb::LinkResp* resp);
+  Status Apply(Txn& t, const pb::OpenReq& req, pb::OpenResp* resp);
+  Status Apply(Txn& t, const pb::CloseReq& req, pb::CloseResp* resp);
+  Status Apply(Txn& t, const pb::UpdateSizeReq& req, pb::UpdateSizeResp* resp);
+  Status Apply(Txn& t, const pb::InstantiateReq& req, pb::InstantiateResp* resp);
+  Status Apply(Txn& t, const pb::SetLayoutReq& req, pb::SetLayoutResp* resp);
+  Status Apply(Txn& t, const pb::FallocateReq& req, pb::FallocateResp* resp);
+  Status Apply(Txn& t, const pb::FsyncDirReq& req, pb::FsyncDirResp* resp);
+  Status Apply(Txn& t, const pb::SetXattrReq& req, pb::SetXattrResp* resp);
+  Status Apply(Txn& t, const pb::RemoveXattrReq& req, pb::RemoveXattrResp* resp);
+  Status Apply(Txn& t, const pb::TruncateDoneReq& req, pb::TruncateDoneResp* resp);
+  Status Apply(Txn& t, const pb::RegisterOssReq& req, pb::RegisterOssResp* resp);
+  Status Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp* resp);
+  Status Apply(Txn& t, const pb::ResolvePathReq& req, pb::ResolvePathResp* resp);
+  // Lease expiry and silent-OSS detection (the periodic tick).
+  Status ApplyTick(Txn& t);
+
+  // --- Helpers of the operations (ops/*.cc). ---
+  // Walks `path` from the root for `ctx` (search permission on each directory, symlinks in
+  // the middle followed, in the last component when `follow_last`, at most 40 -> kLoop).
+  Status Resolve(Reader& r,
+                 const pb::ReqCtx& ctx,
+                 std::string_view path,
+                 bool follow_last,
+                 pb::InodeRecord* out,
+                 Fid* parent);
+  // Records an open of `rec` by `session_id`: an OpenRecord and open_count + 1 in `rec` (the
+  // caller stores rec). Returns the open id. kStale when the session is unknown.
+  Result<uint64_t> AddOpen(Txn& t, uint64_t session_id, pb::InodeRecord* rec, uint32_t flags);
+  // Ends the open `open_id` of `session_id`; destroys an orphan at its last close.
+  Status EndOpen(Txn& t, uint64_t session_id, uint64_t open_id, const Fid& fid, bool wrote);
+  // Closes every open of `session_id` and deletes the session.
+  Status EndSession(Txn& t, uint64_t session_id);
+  // Checks permissions for opening `rec` with O_* `flags`, applies O_TRUNC and records the
+  // open (open_id 0 for untracked opens: directories, devices, session 0). Stores rec.
+  Status OpenInode(Txn& t,
+                   const pb::ReqCtx& ctx,
+                   pb::InodeRecord* rec,
+                   uint32_t flags,
+                   uint64_t* open_id,
+                   google::protobuf::RepeatedPtrField<pb::OstTask>* punches);
+  // Drops one link of `rec` (already unlinked from its directory): nlink - 1; at 0 the inode
+  // becomes an orphan if open, else it is destroyed.
+  Status DropLink(Txn& t, pb::InodeRecord* rec);
+  // Deletes an inode, its xattrs and orphan mark, logging destroy tasks for its objects.
+  Status DestroyInode(Txn& t, const pb::InodeRecord& rec);
+  // Appends a task to the OST work log; fills *out when not null.
+  void LogTask(Txn& t,
+               uint32_t ost,
+               const pb::Fid& fid,
+               uint32_t comp,
+               uint32_t stripe,
+               uint32_t kind,
+               uint64_t length,
+               pb::OstTask* out);
+  // Sets the size of regular file `rec` to `size`: new trunc epoch and data version, punches
+  // for instantiated objects that may hold data past `size` (logged and appended to
+  // `punches`), mtime/ctime now. A never-written adaptive file gets a layout for `size`.
+  Status Truncate(Txn& t,
+                  pb::InodeRecord* rec,
+                  uint64_t size,
+                  google::protobuf::RepeatedPtrField<pb::OstTask>* punches);
+  // Chooses OSTs for the uninstantiated components of `rec` that start below `end`.
+  // kUnavailable when no OST is up.
+  Status InstantiateUpTo(pb::InodeRecord* rec, uint64_t end);
+  // Replaces the layout of a never-written adaptive file with one sized for `size_hint`.
+  void ApplySizeHint(pb::InodeRecord* rec, uint64_t size_hint, bool random_access);
+
+  std::unique_ptr<KvStore> kv_;
+  MetaOptions options_;
+  NameHasher hasher_;
+  OstMap osts_;
+  std::atomic<int64_t> clock_offset_ms_{0};
+
+  Sequence fid_seq_{kFidHwmKey};
+  Sequence task_seq_{kTaskHwmKey};
+  Sequence session_seq_{kSessionHwmKey};
+  Sequence open_seq_{kOpenHwmKey};
+
+  std::mutex sess_mu_;
+  std::unordered_map<uint64_t, SessionState> sessions_;  // guarded by sess_mu_
+
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::deque<std::unique_ptr<Job>> queue_;  // guarded by q_mu_
+  bool stopping_ = false;                   // guarded by q_mu_
+  std::thread writer_;
+  std::once_flag stop_once_;
+};
+
+}  // namespace ciuic::meta

@@ -1,0 +1,127 @@
+// Sessions and open-file state (Decision 6): OpenSession, CloseSession and the open records
+// that keep unlinked-but-open files alive as orphans.
+#include <fmt/format.h>
+
+#include "meta/meta_service.h"
+#include "meta/ops/op_util.h"
+
+namespace ciuic::meta {
+
+Status MetaService::Apply(Txn& t, const pb::OpenSessionReq& req, pb::OpenSessionResp* resp) {
+  if (req.client_name().size() > 256) {
+    return Status::InvalidArgument("client name longer than 256 bytes");
+  }
+  const uint64_t sid = Allocate(t, &session_seq_);
+  pb::SessionRecord rec;
+  rec.set_session_id(sid);
+  rec.set_client_name(req.client_name());
+  rec.set_expires_ms(WallMs() + options_.lease_ms);  // informational; leases live in memory
+  t.Put(Cf::kSessions, SessionKey(sid), rec.SerializeAsString());
+  t.OnCommit([this, sid, name = req.client_name()] {
+    std::lock_guard lock(sess_mu_);
+    SessionState& s = sessions_[sid];
+    s.client_name = name;
+    s.expires_ms = NowMs() + options_.lease_ms;
+  });
+  resp->set_session_id(sid);
+  resp->set_lease_ms(options_.lease_ms);
+  net::ToPb(kRootFid, resp->mutable_root());
+  resp->set_cluster_uuid(options_.cluster_uuid);
+  return Status::OK();
+}
+
+Status MetaService::Apply(Txn& t, const pb::CloseSessionReq& req, pb::CloseSessionResp*) {
+  return EndSession(t, req.ctx().session_id());
+}
+
+Status MetaService::EndSession(Txn& t, uint64_t session_id) {
+  std::vector<pb::OpenRecord> opens;
+  Status parse;
+  const std::string prefix = OpenPrefix(session_id);
+  CIUIC_RETURN_IF_ERROR(
+      t.Scan(Cf::kSessions, prefix, PrefixEnd(prefix), [&](std::string_view, std::string_view v) {
+        pb::OpenRecord o;
+        if (!o.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
+          parse = Status::Corruption(fmt::format("bad open record of session {}", session_id));
+          return false;
+        }
+        opens.push_back(std::move(o));
+        return true;
+      }));
+  CIUIC_RETURN_IF_ERROR(parse);
+  for (const auto& o : opens) {
+    CIUIC_RETURN_IF_ERROR(EndOpen(t, session_id, o.open_id(), ToFid(o.fid()), false));
+  }
+  t.Delete(Cf::kSessions, SessionKey(session_id));
+  t.OnCommit([this, session_id] {
+    std::lock_guard lock(sess_mu_);
+    sessions_.erase(session_id);
+  });
+  return Status::OK();
+}
+
+Result<uint64_t> MetaService::AddOpen(Txn& t,
+                                      uint64_t session_id,
+                                      pb::InodeRecord* rec,
+                                      uint32_t flags) {
+  if (session_id == 0)
+    return uint64_t{0};  // no session: the open is not tracked
+  std::string v;
+  Status st = t.Get(Cf::kSessions, SessionKey(session_id), &v);
+  if (st.code() == StatusCode::kNotFound) {
+    return Status::Stale(
+        fmt::format("session {} is unknown or expired; open a new one", session_id));
+  }
+  CIUIC_RETURN_IF_ERROR(st);
+  const uint64_t open_id = Allocate(t, &open_seq_);
+  pb::OpenRecord o;
+  o.set_open_id(open_id);
+  *o.mutable_fid() = rec->attr().fid();
+  o.set_flags(flags);
+  t.Put(Cf::kSessions, OpenKey(session_id, open_id), o.SerializeAsString());
+  rec->set_open_count(rec->open_count() + 1);
+  return open_id;
+}
+
+Status MetaService::EndOpen(
+    Txn& t, uint64_t session_id, uint64_t open_id, const Fid& fid, bool wrote) {
+  bool found = false;
+  Fid target = fid;
+  if (session_id != 0 && open_id != 0) {
+    std::string v;
+    Status st = t.Get(Cf::kSessions, OpenKey(session_id, open_id), &v);
+    if (st.ok()) {
+      pb::OpenRecord o;
+      if (!o.ParseFromString(v))
+        return Status::Corruption("bad open record");
+      if (fid.valid() && ToFid(o.fid()) != fid) {
+        return Status::InvalidArgument(
+            fmt::format("open {} is not an open of {}", open_id, fid.ToString()));
+      }
+      target = ToFid(o.fid());
+      found = true;
+      t.Delete(Cf::kSessions, OpenKey(session_id, open_id));
+    } else if (st.code() != StatusCode::kNotFound) {
+      return st;
+    }
+  }
+  // An unknown open (expired session, duplicate close) still records `wrote`, and succeeds:
+  // close(2) has nothing useful to report.
+  if (!target.valid() || (!found && !wrote))
+    return Status::OK();
+  pb::InodeRecord rec;
+  Status gs = GetInode(t, target, &rec);
+  if (gs.code() == StatusCode::kNotFound)
+    return Status::OK();
+  CIUIC_RETURN_IF_ERROR(gs);
+  if (found && rec.open_count() > 0)
+    rec.set_open_count(rec.open_count() - 1);
+  if (wrote)
+    rec.mutable_attr()->set_data_version(rec.attr().data_version() + 1);
+  if (rec.orphan() && rec.open_count() == 0)
+    return DestroyInode(t, rec);
+  PutInode(t, rec);
+  return Status::OK();
+}
+
+}  // namespace ciuic::meta
