@@ -26,6 +26,11 @@ Result<FileHandle> DiskIoEngine::Open(const std::string& path, int flags, mode_t
   return fd;
 }
 
+Result<size_t> DiskIoEngine::RunSync(const IoOp& op) {
+  CIUIC_RETURN_IF_ERROR(CIUIC_FAULT(op.kind == IoKind::kRead ? "io.read" : "io.write"));
+  return RunIoBlocking(op);
+}
+
 Status DiskIoEngine::Close(FileHandle fh) {
   // close(2) must not be retried on EINTR: the descriptor is gone either way.
   if (::close(fh) != 0 && errno != EINTR)

@@ -13,6 +13,7 @@ namespace ciuic::io {
 class DiskIoEngine : public IoEngine {
  public:
   Result<FileHandle> Open(const std::string& path, int flags, mode_t mode) override;
+  Result<size_t> RunSync(const IoOp& op) override;
   Status Close(FileHandle fh) override;
   Status Fsync(FileHandle fh) override;
   Status Fdatasync(FileHandle fh) override;

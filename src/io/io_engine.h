@@ -63,6 +63,11 @@ class IoEngine {
   // Submits one op; `cb` runs once when it completes. Never blocks for the IO itself (it may
   // block briefly when the submission queue is full).
   virtual void SubmitAsync(const IoOp& op, IoCallback cb) = 0;
+  // Runs one op on the calling thread and returns its result like SubmitAsync would. For small
+  // buffered IO on metadata files where a hop to an engine thread costs more than the syscall,
+  // and for callers that are themselves running on an engine thread (waiting there for an
+  // async op could deadlock). Blocks.
+  virtual Result<size_t> RunSync(const IoOp& op) = 0;
 
   // Runs ops to completion and returns each one's result, in order. Ops run concurrently.
   std::vector<Result<size_t>> SubmitAndWait(const std::vector<IoOp>& ops);

@@ -36,6 +36,7 @@ class MemIoEngine : public IoEngine {
   Result<FileHandle> Open(const std::string& path, int flags, mode_t mode = 0644) override;
   Status Close(FileHandle fh) override;
   void SubmitAsync(const IoOp& op, IoCallback cb) override;
+  Result<size_t> RunSync(const IoOp& op) override { return RunOp(op); }
   Status Fsync(FileHandle fh) override;
   Status Fdatasync(FileHandle fh) override;
   Status Truncate(FileHandle fh, uint64_t length) override;

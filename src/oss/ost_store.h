@@ -1,0 +1,206 @@
+// OstStore: one OST, i.e. one directory of stripe objects with per-block checksums
+// (docs/formats/ost-disk.md, Decisions 1, 2, 3, 5 and 6 of the architecture).
+//
+// - The directory carries a stamp (cluster uuid, OST index, format version) checked on every
+//   open and held with an exclusive lock, so two processes never serve one OST.
+// - An object is created by its first write, is a file named ObjectId::FileName() under
+//   objects/, and is read and written with O_DIRECT through the IoEngine. Its exact length
+//   lives in the header of its checksum file.
+// - Every 4 KiB block has a CRC32C with two slots (new and previous) so a crash between data and
+//   checksum never makes synced data look corrupt; a durable dirty log marks object regions
+//   written since their last sync, and recovery after an unclean stop recomputes the blocks of
+//   those regions that match neither slot.
+// - Destroyed objects leave tombstones; later writes to them fail with kStale.
+//
+// Threads: async operations run their IO on the engine's threads and their blocking steps
+// (opening objects, fsync, unlink) on a small blocking pool; callbacks run on either. Writes
+// update the checksum file with small buffered writes of whole 4 KiB pages (page cache, no
+// read-before-write) on the calling thread.
+// Thread-safety: all methods may be called concurrently. One client never has two overlapping
+// writes in flight (Decision 6); writes that share a partial block are serialized here.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/fid.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+#include "io/io_engine.h"
+#include "oss/dirty_log.h"
+
+namespace ciuic::oss {
+
+struct ObjStat {
+  bool exists = false;
+  uint64_t length = 0;
+};
+
+// What a read returns: the whole 4 KiB blocks covering the request, zero-filled past the
+// object's end, and for each block its two stored checksums.
+struct ReadResult {
+  uint64_t aligned_offset = 0;
+  uint64_t object_length = 0;
+  bool exists = false;
+  std::shared_ptr<AlignedBuffer> data;  // size = 4 KiB * blocks
+  // Two real CRC32C values per block, in block order: slot 0 (latest write), slot 1 (previous).
+  // A block is intact when its CRC32C equals either.
+  std::vector<uint32_t> block_crcs;
+};
+
+// Returns OK when each block of `r` matches one of its two checksums, else kCorruption naming
+// `ost`, the object and the offset of the first bad block.
+Status VerifyReadResult(const ReadResult& r, uint32_t ost, const ObjectId& id);
+
+class OstStore {
+ public:
+  struct Options {
+    std::string dir;
+    uint32_t index = 0;
+    std::string cluster_uuid;
+    io::IoEngine* engine = nullptr;       // not owned; must outlive the store
+    ThreadPool* blocking_pool = nullptr;  // not owned; null: the store makes its own
+    size_t max_cached_objects = 4096;     // open objects kept (two fds each); a soft cap
+  };
+
+  // Opens (formatting on first use) the OST at `options.dir`, locks it, and recovers from an
+  // unclean stop. Errors: kInvalidArgument "belongs to another cluster" / "is OST n, not m",
+  // kBusy "in use by another process", kCorruption for a damaged stamp, kIoError.
+  static Result<std::unique_ptr<OstStore>> Open(Options options);
+  // Close()s.
+  ~OstStore();
+  OstStore(const OstStore&) = delete;
+  OstStore& operator=(const OstStore&) = delete;
+
+  // Refuses new operations, waits for those in flight, syncs every object with unsynced
+  // writes, and writes the clean-shutdown marker. Idempotent. Returns the first sync error.
+  Status Close();
+
+  uint32_t index() const { return options_.index; }
+  const std::string& dir() const { return options_.dir; }
+
+  using WriteCallback = std::function<void(Result<uint64_t>)>;  // the object length after it
+  using ReadCallback = std::function<void(Result<ReadResult>)>;
+  using StatusCallback = std::function<void(Status)>;
+  using StatCallback = std::function<void(Result<ObjStat>)>;
+
+  // Writes `data` (its size() bytes) at `offset` of object `id`, creating the object. Buffers
+  // whose offset is 4 KiB-aligned are written in place with O_DIRECT (zero copies; the bytes
+  // between size() and the next 4 KiB boundary get overwritten), others go through a bounce
+  // buffer. Errors: kStale (object destroyed), kNoSpace (OST full; nothing already written is
+  // lost), kInvalidArgument (range beyond 16 TiB), kIoError, kUnavailable (closing or busy).
+  void WriteAsync(const ObjectId& id, uint64_t offset, AlignedBuffer data, WriteCallback cb);
+  // Reads [offset, offset+length) as whole blocks with their checksums. Does not verify (the
+  // consumer does). A never-written object reads as zeros with exists=false.
+  void ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, ReadCallback cb);
+  // Makes every acknowledged write to `ids` durable (fdatasync of data and checksum files, and
+  // of the directory after a creation).
+  void SyncAsync(std::vector<ObjectId> ids, StatusCallback cb);
+  // Truncates the object to `length` (zeroing the partial last block and fixing its checksum,
+  // Decision 5), durably. A missing object is fine.
+  void PunchAsync(const ObjectId& id, uint64_t length, StatusCallback cb);
+  // Deletes the object and its checksum file, durably, leaving a tombstone. Idempotent.
+  void DestroyAsync(const ObjectId& id, StatusCallback cb);
+  void StatAsync(const ObjectId& id, StatCallback cb);
+
+  // Blocking forms. Never call them from an engine or blocking-pool thread.
+  Result<uint64_t> Write(const ObjectId& id, uint64_t offset, std::span<const uint8_t> data);
+  Result<ReadResult> Read(const ObjectId& id, uint64_t offset, uint64_t length);
+  Status Sync(std::vector<ObjectId> ids);
+  Status Punch(const ObjectId& id, uint64_t length);
+  Status Destroy(const ObjectId& id);
+  Result<ObjStat> Stat(const ObjectId& id);
+  // Reads and verifies [offset, offset+length) here (tests, scrub): kCorruption naming the OST,
+  // the object and the offset of the first bad block, which is also logged.
+  Status VerifyRange(const ObjectId& id, uint64_t offset, uint64_t length);
+  // Capacity, free bytes and device id of the OST's file system.
+  Result<io::FsStat> Statfs();
+
+  // Makes the next Close() behave like a crash: no sync, no clean-shutdown marker.
+  void TEST_SkipCleanShutdown() { skip_clean_shutdown_ = true; }
+  size_t TEST_CachedObjects();
+
+ private:
+  struct Object;
+  struct SlotPage;
+  struct WriteOp;
+  using ObjectRef = std::shared_ptr<Object>;
+  using ObjectCallback = std::function<void(Result<ObjectRef>)>;
+
+  explicit OstStore(Options options);
+  Status OpenImpl();
+  Status Recover(const std::vector<DirtyLog::Region>& dirty);
+  Status RecoverObject(const ObjectId& id, const std::vector<uint32_t>& regions);
+
+  std::string ObjectPath(const ObjectId& id) const;
+  Status OstError(const Status& s, const ObjectId* id, std::string_view what) const;
+
+  // Returns the cached object, or loads it on the blocking pool (creating it if `create`).
+  // A missing object gives a null ref when !create.
+  void GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb);
+  Result<ObjectRef> LoadObject(const ObjectId& id, bool create);
+  ObjectRef CachedObject(const ObjectId& id);
+  void EvictIdleLocked();
+  // Loads the slot pages covering blocks [first, end) of `obj`; `done` runs when they are in.
+  void EnsurePagesAsync(const ObjectRef& obj,
+                        uint64_t first,
+                        uint64_t end,
+                        std::function<void(Status)> done);
+  Status EnsurePagesSync(Object* obj, uint64_t first, uint64_t end);
+  Status WriteSlotPagesLocked(Object* obj, uint64_t first, uint64_t end);
+  Status WriteHeaderLocked(Object* obj, uint64_t length);
+
+  // Write pipeline.
+  void WriteMark(WriteOp* op);
+  void WriteLocked(WriteOp* op);
+  void WritePrepare(WriteOp* op);
+  void WriteData(WriteOp* op);
+  void WriteDone(WriteOp* op, Status st);
+  void ResyncSlotsLocked(WriteOp* op);
+  void ReadLoaded(const ObjectRef& obj, uint64_t offset, uint64_t length, ReadCallback cb);
+
+  // Blocking steps, run on the pool.
+  Status SyncObjects(const std::vector<ObjectRef>& objs);
+  Status PunchImpl(const ObjectId& id, uint64_t length);
+  Status DestroyImpl(const ObjectId& id);
+  void AcquireExclusive(const ObjectRef& obj, std::function<void()> fn);
+  void ReleaseExclusive(const ObjectRef& obj);
+  void AcquireExclusiveBlocking(const ObjectRef& obj);
+
+  // Counts an operation in flight; false when closing (the caller answers kUnavailable).
+  bool BeginOp();
+  void EndOp();
+  // Runs `fn` on the blocking pool; false when its queue is full.
+  bool RunBlocking(std::function<void()> fn);
+
+  Options options_;
+  io::IoEngine* const engine_;
+  std::unique_ptr<ThreadPool> own_pool_;
+  ThreadPool* pool_ = nullptr;
+  std::string objects_dir_;
+  io::FileHandle stamp_fh_ = -1;
+  bool direct_io_ = true;
+  std::unique_ptr<DirtyLog> dirty_log_;
+
+  std::mutex cache_mu_;
+  std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> cache_;  // guarded by cache_mu_
+  std::mutex load_mu_;  // serializes object loads (open/create/tombstone checks)
+
+  std::mutex ops_mu_;
+  std::condition_variable ops_cv_;
+  uint64_t ops_in_flight_ = 0;  // guarded by ops_mu_
+  bool closing_ = false;        // guarded by ops_mu_
+  bool closed_ = false;         // guarded by ops_mu_
+  std::atomic<bool> skip_clean_shutdown_{false};
+};
+
+}  // namespace ciuic::oss

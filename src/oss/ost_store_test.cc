@@ -1,0 +1,494 @@
+#include "oss/ost_store.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "common/crc32c.h"
+#include "common/fault.h"
+#include "io/mem_io_engine.h"
+#include "oss/ost_format.h"
+
+namespace ciuic::oss {
+namespace {
+
+constexpr char kUuid[] = "11111111-2222-4333-8444-555555555555";
+
+ObjectId Obj(uint64_t seq, uint32_t stripe = 0) {
+  return ObjectId{Fid{seq, 0, 0}, 0, stripe};
+}
+
+std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v)
+    b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// Reads [off, off+len) and checks it verifies; returns the bytes.
+std::vector<uint8_t> ReadVerified(OstStore& s, const ObjectId& id, uint64_t off, uint64_t len) {
+  Result<ReadResult> r = s.Read(id, off, len);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok())
+    return {};
+  Status v = VerifyReadResult(*r, s.index(), id);
+  EXPECT_TRUE(v.ok()) << v.ToString();
+  const uint8_t* p = r->data->data() + (off - r->aligned_offset);
+  return std::vector<uint8_t>(p, p + len);
+}
+
+class OstStoreMemTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(engine_.MkdirAll("/ost").ok());
+    ASSERT_TRUE(engine_.SyncDir("/").ok());
+  }
+
+  Result<std::unique_ptr<OstStore>> OpenStore(uint32_t index = 0,
+                                              std::string uuid = kUuid,
+                                              std::string dir = "/ost/0") {
+    OstStore::Options o;
+    o.dir = std::move(dir);
+    o.index = index;
+    o.cluster_uuid = std::move(uuid);
+    o.engine = &engine_;
+    return OstStore::Open(std::move(o));
+  }
+  std::unique_ptr<OstStore> MustOpen() {
+    auto s = OpenStore();
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  // Crash (no clean shutdown) and lose everything not durable, then reopen.
+  std::unique_ptr<OstStore> PowerCycle(std::unique_ptr<OstStore> s) {
+    s->TEST_SkipCleanShutdown();
+    s.reset();
+    engine_.SimulatePowerLoss();
+    return MustOpen();
+  }
+
+  io::MemIoEngine engine_;
+};
+
+TEST_F(OstStoreMemTest, FormatsOnFirstUseAndChecksTheStamp) {
+  ASSERT_TRUE(OpenStore().ok());
+  EXPECT_TRUE(OpenStore().ok());  // reopen after a clean close
+  auto other = OpenStore(0, "99999999-2222-4333-8444-555555555555");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find("belongs to another cluster"), std::string::npos)
+      << other.status().ToString();
+  auto wrong_index = OpenStore(3);
+  ASSERT_FALSE(wrong_index.ok());
+  EXPECT_NE(wrong_index.status().message().find("is OST 0, not OST 3"), std::string::npos)
+      << wrong_index.status().ToString();
+}
+
+TEST_F(OstStoreMemTest, SecondOpenOfTheSameOstIsBusy) {
+  auto a = OpenStore();
+  ASSERT_TRUE(a.ok());
+  auto b = OpenStore();
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kBusy);
+  a->reset();
+  EXPECT_TRUE(OpenStore().ok());
+}
+
+TEST_F(OstStoreMemTest, UnalignedWritesReadBackExactlyAndVerify) {
+  auto s = MustOpen();
+  ObjectId id = Obj(7);
+  auto a = Pattern(10000, 1), b = Pattern(3000, 2);
+  ASSERT_EQ(*s->Write(id, 100, a), 10100u);
+  ASSERT_EQ(*s->Write(id, 5000, b), 10100u);  // overwrite inside, edges read-modify-written
+  std::vector<uint8_t> want(10100, 0);
+  std::memcpy(want.data() + 100, a.data(), a.size());
+  std::memcpy(want.data() + 5000, b.data(), b.size());
+  EXPECT_EQ(ReadVerified(*s, id, 0, 10100), want);
+  EXPECT_EQ(ReadVerified(*s, id, 4097, 3),
+            std::vector<uint8_t>(want.begin() + 4097, want.begin() + 4100));
+  auto st = s->Stat(id);
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->exists);
+  EXPECT_EQ(st->length, 10100u);
+  // Reads past the end are whole zero blocks that verify.
+  auto r = s->Read(id, 9000, 20000);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->aligned_offset, 8192u);
+  EXPECT_EQ(r->object_length, 10100u);
+  EXPECT_EQ(r->data->size(), AlignUp(29000, 4096) - 8192);
+  EXPECT_EQ(r->block_crcs.size(), r->data->size() / 4096 * 2);
+  EXPECT_TRUE(VerifyReadResult(*r, 0, id).ok());
+}
+
+TEST_F(OstStoreMemTest, MissingObjectReadsAsZerosWithExistsFalse) {
+  auto s = MustOpen();
+  auto r = s->Read(Obj(1), 0, 4096);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->exists);
+  EXPECT_EQ(r->object_length, 0u);
+  EXPECT_TRUE(VerifyReadResult(*r, 0, Obj(1)).ok());
+  auto st = s->Stat(Obj(1));
+  ASSERT_TRUE(st.ok());
+  EXPECT_FALSE(st->exists);
+}
+
+TEST_F(OstStoreMemTest, HolesReadAsVerifiedZeros) {
+  auto s = MustOpen();
+  auto a = Pattern(4096, 3);
+  ASSERT_TRUE(s->Write(Obj(2), 1 << 20, a).ok());
+  EXPECT_EQ(ReadVerified(*s, Obj(2), 0, 8192), std::vector<uint8_t>(8192, 0));
+  EXPECT_EQ(ReadVerified(*s, Obj(2), 1 << 20, 4096), a);
+}
+
+TEST_F(OstStoreMemTest, ConcurrentSmallWritesSharingBlocks) {
+  auto s = MustOpen();
+  ObjectId id = Obj(3);
+  constexpr int kWrites = 64, kSize = 100;
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = kWrites;
+  std::atomic<int> failures{0};
+  auto all = Pattern(kWrites * kSize, 4);
+  for (int i = 0; i < kWrites; ++i) {
+    AlignedBuffer buf(kSize);
+    std::memcpy(buf.data(), all.data() + i * kSize, kSize);
+    s->WriteAsync(id, uint64_t(i) * kSize, std::move(buf), [&](Result<uint64_t> r) {
+      if (!r.ok())
+        failures.fetch_add(1);
+      std::lock_guard<std::mutex> lock(mu);
+      if (--remaining == 0)
+        cv.notify_all();
+    });
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return remaining == 0; }));
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(s->Stat(id)->length, uint64_t(kWrites * kSize));
+  EXPECT_EQ(ReadVerified(*s, id, 0, all.size()), all);
+}
+
+TEST_F(OstStoreMemTest, PunchZeroesThePartialBlockAndFixesItsChecksum) {
+  auto s = MustOpen();
+  ObjectId id = Obj(4);
+  auto a = Pattern(3 * 4096 + 500, 5);
+  ASSERT_TRUE(s->Write(id, 0, a).ok());
+  ASSERT_TRUE(s->Punch(id, 5000).ok());
+  EXPECT_EQ(s->Stat(id)->length, 5000u);
+  auto got = ReadVerified(*s, id, 0, 8192);
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + 5000, a.begin()));
+  EXPECT_TRUE(std::all_of(got.begin() + 5000, got.end(), [](uint8_t c) { return c == 0; }));
+  // Growing the object again exposes zeros, not the old bytes.
+  ASSERT_TRUE(s->Write(id, 20000, a).ok());
+  got = ReadVerified(*s, id, 4096, 20000 - 4096);
+  EXPECT_TRUE(std::all_of(got.begin() + 904, got.end(), [](uint8_t c) { return c == 0; }));
+  EXPECT_EQ(ReadVerified(*s, id, 20000, a.size()), a);
+  // Punch up only moves the length; punching a missing object is fine.
+  ASSERT_TRUE(s->Punch(id, 100000).ok());
+  EXPECT_EQ(s->Stat(id)->length, 100000u);
+  EXPECT_TRUE(s->Punch(Obj(999), 0).ok());
+  ASSERT_TRUE(s->Punch(id, 0).ok());
+  EXPECT_EQ(s->Stat(id)->length, 0u);
+  EXPECT_EQ(ReadVerified(*s, id, 0, 4096), std::vector<uint8_t>(4096, 0));
+}
+
+TEST_F(OstStoreMemTest, PunchSurvivesPowerLoss) {
+  auto s = MustOpen();
+  ObjectId id = Obj(5);
+  auto a = Pattern(64 << 10, 6);
+  ASSERT_TRUE(s->Write(id, 0, a).ok());
+  ASSERT_TRUE(s->Sync({id}).ok());
+  ASSERT_TRUE(s->Punch(id, 10000).ok());
+  s = PowerCycle(std::move(s));
+  EXPECT_EQ(s->Stat(id)->length, 10000u);
+  auto got = ReadVerified(*s, id, 0, 12288);
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + 10000, a.begin()));
+  EXPECT_TRUE(std::all_of(got.begin() + 10000, got.end(), [](uint8_t c) { return c == 0; }));
+}
+
+TEST_F(OstStoreMemTest, DestroyLeavesATombstoneThatSurvivesRestart) {
+  auto s = MustOpen();
+  ObjectId id = Obj(6);
+  ASSERT_TRUE(s->Write(id, 0, Pattern(100, 7)).ok());
+  ASSERT_TRUE(s->Destroy(id).ok());
+  EXPECT_FALSE(s->Stat(id)->exists);
+  EXPECT_EQ(s->Write(id, 0, Pattern(10, 8)).status().code(), StatusCode::kStale);
+  EXPECT_TRUE(s->Destroy(id).ok());       // idempotent
+  EXPECT_TRUE(s->Destroy(Obj(66)).ok());  // never written: still leaves a tombstone
+  s = PowerCycle(std::move(s));
+  EXPECT_EQ(s->Write(id, 0, Pattern(10, 8)).status().code(), StatusCode::kStale);
+  EXPECT_EQ(s->Write(Obj(66), 0, Pattern(10, 8)).status().code(), StatusCode::kStale);
+  EXPECT_TRUE(s->Write(Obj(67), 0, Pattern(10, 8)).ok());
+}
+
+TEST_F(OstStoreMemTest, FullOstFailsCleanlyAndKeepsWhatWasWritten) {
+  auto s = MustOpen();
+  engine_.SetCapacity(engine_.UsedBytes() + (1 << 20));
+  ObjectId id = Obj(8);
+  auto a = Pattern(512 << 10, 9);
+  ASSERT_TRUE(s->Write(id, 0, a).ok());
+  ASSERT_TRUE(s->Sync({id}).ok());
+  auto big = Pattern(1 << 20, 10);
+  auto r = s->Write(id, 512 << 10, big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNoSpace);
+  EXPECT_NE(r.status().message().find("OST 0"), std::string::npos) << r.status().ToString();
+  r = s->Write(Obj(9), 0, big);
+  EXPECT_EQ(r.status().code(), StatusCode::kNoSpace);
+  EXPECT_EQ(s->Stat(id)->length, a.size());
+  EXPECT_EQ(ReadVerified(*s, id, 0, a.size()), a);
+  // Overwriting allocated space still works.
+  auto c = Pattern(4096, 11);
+  ASSERT_TRUE(s->Write(id, 4096, c).ok());
+  std::memcpy(a.data() + 4096, c.data(), c.size());
+  EXPECT_EQ(ReadVerified(*s, id, 0, a.size()), a);
+  s = PowerCycle(std::move(s));
+  auto got = ReadVerified(*s, id, 0, a.size());
+  EXPECT_EQ(s->Stat(id)->length, a.size());
+}
+
+TEST_F(OstStoreMemTest, FailedWritesNeverLeaveFalseCorruption) {
+  auto s = MustOpen();
+  ObjectId id = Obj(10);
+  auto a = Pattern(16384, 12);
+  ASSERT_TRUE(s->Write(id, 0, a).ok());
+  // The checksum write fails: nothing changes.
+  for (int i = 0; i < 3; ++i) {
+    ScopedFault f("io.write", Status::IoError("injected"), 1);
+    EXPECT_EQ(s->Write(id, 4096, Pattern(4096, 13 + i)).status().code(), StatusCode::kIoError);
+  }
+  EXPECT_EQ(ReadVerified(*s, id, 0, a.size()), a);
+  // The data landed but the write reports failure (as a partial write would), three times in a
+  // row on the same block and once past the end: whatever the disk holds verifies, and bytes
+  // past the length stay zeros.
+  std::vector<uint8_t> last;
+  for (int i = 0; i < 3; ++i) {
+    ScopedFault f("oss.write.after_data", Status::IoError("injected"), 1);
+    last = Pattern(4096, 20 + i);
+    EXPECT_FALSE(s->Write(id, 4096, last).ok());
+  }
+  {
+    ScopedFault f("oss.write.after_data", Status::IoError("injected"), 1);
+    EXPECT_FALSE(s->Write(id, 16384 - 100, Pattern(300, 30)).ok());
+  }
+  EXPECT_EQ(s->Stat(id)->length, a.size());
+  auto got = ReadVerified(*s, id, 0, a.size());
+  EXPECT_TRUE(std::equal(got.begin() + 4096, got.begin() + 8192, last.begin()));
+  auto r = s->Read(id, 16384, 4096);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(s->Write(id, 20000, Pattern(10, 31)).ok());
+  EXPECT_EQ(ReadVerified(*s, id, 16384, 20000 - 16384), std::vector<uint8_t>(20000 - 16384, 0));
+}
+
+TEST_F(OstStoreMemTest, SyncedDataSurvivesPowerLossAndUnsyncedIsOldOrNew) {
+  auto s = MustOpen();
+  ObjectId id = Obj(11);
+  auto v1 = Pattern(64 << 10, 14);
+  ASSERT_TRUE(s->Write(id, 0, v1).ok());
+  ASSERT_TRUE(s->Sync({id}).ok());
+  // Unsynced: overwrite twice (slot 1 no longer holds the synced checksum) and extend.
+  auto v2 = Pattern(32 << 10, 15), v3 = Pattern(32 << 10, 16), v4 = Pattern(10000, 17);
+  ASSERT_TRUE(s->Write(id, 8192, v2).ok());
+  ASSERT_TRUE(s->Write(id, 8192, v3).ok());
+  ASSERT_TRUE(s->Write(id, 64 << 10, v4).ok());
+  s = PowerCycle(std::move(s));
+  uint64_t len = s->Stat(id)->length;
+  EXPECT_TRUE(len == v1.size() || len == v1.size() + v4.size()) << len;
+  auto got = ReadVerified(*s, id, 0, v1.size());
+  for (size_t b = 0; b < v1.size() / 4096; ++b) {
+    const uint8_t* g = got.data() + b * 4096;
+    bool old_ok = std::memcmp(g, v1.data() + b * 4096, 4096) == 0;
+    bool new_ok = b >= 2 && b < 10 && std::memcmp(g, v3.data() + (b - 2) * 4096, 4096) == 0;
+    EXPECT_TRUE(old_ok || new_ok) << "block " << b;
+  }
+}
+
+TEST_F(OstStoreMemTest, ProcessCrashKeepsAcknowledgedWrites) {
+  auto s = MustOpen();
+  ObjectId id = Obj(12);
+  auto a = Pattern(100000, 18);
+  ASSERT_TRUE(s->Write(id, 0, a).ok());
+  s->TEST_SkipCleanShutdown();
+  s.reset();  // like kill -9: the page cache (here: volatile state) survives
+  s = MustOpen();
+  EXPECT_EQ(s->Stat(id)->length, a.size());
+  EXPECT_EQ(ReadVerified(*s, id, 0, a.size()), a);
+}
+
+TEST_F(OstStoreMemTest, FailedSyncKeepsTheObjectRecoverable) {
+  auto s = MustOpen();
+  ObjectId id = Obj(13);
+  ASSERT_TRUE(s->Write(id, 0, Pattern(8192, 19)).ok());
+  ASSERT_TRUE(s->Sync({id}).ok());
+  ASSERT_TRUE(s->Write(id, 0, Pattern(8192, 20)).ok());
+  ASSERT_TRUE(s->Write(id, 0, Pattern(8192, 21)).ok());
+  {
+    ScopedFault f("io.fsync", Status::IoError("injected"));
+    EXPECT_EQ(s->Sync({id}).code(), StatusCode::kIoError);
+  }
+  s = PowerCycle(std::move(s));
+  EXPECT_EQ(ReadVerified(*s, id, 0, 8192), Pattern(8192, 19));
+}
+
+TEST_F(OstStoreMemTest, RandomWorkloadWithPowerLossesNeverCorrupts) {
+  unsigned seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  auto s = MustOpen();
+  constexpr int kObjects = 4;
+  constexpr size_t kMax = 256 << 10;
+  // durable[o]: content as of the last sync; current[o]: as written.
+  std::vector<std::vector<uint8_t>> durable(kObjects), current(kObjects);
+  for (int round = 0; round < 6; ++round) {
+    for (int step = 0; step < 40; ++step) {
+      int o = static_cast<int>(rng() % kObjects);
+      ObjectId id = Obj(100 + o);
+      if (rng() % 8 == 0) {
+        ASSERT_TRUE(s->Sync({id}).ok());
+        durable[o] = current[o];
+        continue;
+      }
+      size_t off = rng() % kMax, len = 1 + rng() % (64 << 10);
+      if (rng() % 2 == 0)
+        off = AlignDown(off, 4096);
+      auto data = Pattern(len, static_cast<uint32_t>(rng()));
+      ASSERT_TRUE(s->Write(id, off, data).ok());
+      if (current[o].size() < off + len)
+        current[o].resize(off + len, 0);
+      std::memcpy(current[o].data() + off, data.data(), len);
+    }
+    s = PowerCycle(std::move(s));
+    for (int o = 0; o < kObjects; ++o) {
+      ObjectId id = Obj(100 + o);
+      uint64_t len = s->Stat(id)->length;
+      ASSERT_GE(len, durable[o].size());
+      auto got = ReadVerified(*s, id, 0, std::max<uint64_t>(len, 1));
+      // Synced bytes that nothing overwrote since must be intact; others are old or new.
+      EXPECT_TRUE(len <= current[o].size() || len == durable[o].size());
+      for (size_t i = 0; i < durable[o].size(); ++i) {
+        if (durable[o][i] == current[o][i]) {
+          ASSERT_EQ(got[i], durable[o][i]) << "object " << o << " byte " << i;
+        }
+      }
+      // Take the recovered state as the new truth.
+      current[o].assign(got.begin(), got.begin() + len);
+      durable[o] = current[o];
+      ASSERT_TRUE(s->Sync({id}).ok());
+    }
+  }
+}
+
+TEST_F(OstStoreMemTest, CleanObjectsAreEvictedFromTheCache) {
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.max_cached_objects = 16;
+  auto s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE((*s)->Write(Obj(200 + i), 0, Pattern(10, i)).ok());
+    ASSERT_TRUE((*s)->Sync({Obj(200 + i)}).ok());
+  }
+  EXPECT_LE((*s)->TEST_CachedObjects(), 17u);
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(ReadVerified(**s, Obj(200 + i), 0, 10), Pattern(10, i));
+  }
+}
+
+// Real disk: a temp directory, the default disk engine.
+class OstStoreDiskTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ciuic-ost-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto e = io::NewDiskIoEngine(io::IoEngineKind::kAuto);
+    ASSERT_TRUE(e.ok());
+    engine_ = std::move(*e);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  Result<std::unique_ptr<OstStore>> OpenStore() {
+    OstStore::Options o;
+    o.dir = dir_ + "/ost";
+    o.index = 2;
+    o.cluster_uuid = kUuid;
+    o.engine = engine_.get();
+    return OstStore::Open(std::move(o));
+  }
+  std::string dir_;
+  std::unique_ptr<io::IoEngine> engine_;
+};
+
+TEST_F(OstStoreDiskTest, FlippedByteOnDiskIsReportedAsCorruption) {
+  ObjectId id = Obj(42, 3);
+  auto a = Pattern(64 << 10, 22);
+  {
+    auto s = OpenStore();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_TRUE((*s)->Write(id, 0, a).ok());
+    ASSERT_TRUE((*s)->Sync({id}).ok());
+    EXPECT_EQ(ReadVerified(**s, id, 0, a.size()), a);
+  }
+  {
+    std::fstream f(dir_ + "/ost/objects/" + id.FileName(),
+                   std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(10000);
+    char c = static_cast<char>(a[10000] ^ 0x40);
+    f.write(&c, 1);
+  }
+  auto s = OpenStore();
+  ASSERT_TRUE(s.ok());
+  Status v = (*s)->VerifyRange(id, 0, a.size());
+  ASSERT_EQ(v.code(), StatusCode::kCorruption) << v.ToString();
+  EXPECT_NE(v.message().find("OST 2"), std::string::npos) << v.message();
+  EXPECT_NE(v.message().find(id.FileName()), std::string::npos) << v.message();
+  EXPECT_NE(v.message().find("offset 8192"), std::string::npos) << v.message();
+  EXPECT_TRUE((*s)->VerifyRange(id, 0, 8192).ok());
+  EXPECT_TRUE((*s)->VerifyRange(id, 12288, 4096).ok());
+}
+
+TEST_F(OstStoreDiskTest, TwoStoresCannotServeOneOst) {
+  auto a = OpenStore();
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = OpenStore();
+  ASSERT_EQ(b.status().code(), StatusCode::kBusy);
+  EXPECT_NE(b.status().message().find("in use by another process"), std::string::npos);
+}
+
+TEST_F(OstStoreDiskTest, LargeAlignedWritesAndStatfs) {
+  auto s = OpenStore();
+  ASSERT_TRUE(s.ok());
+  ObjectId id = Obj(43);
+  auto a = Pattern(4 << 20, 23);
+  ASSERT_TRUE((*s)->Write(id, 0, a).ok());
+  ASSERT_TRUE((*s)->Write(id, 4 << 20, std::span<const uint8_t>(a.data(), 777)).ok());
+  EXPECT_EQ((*s)->Stat(id)->length, (4u << 20) + 777);
+  EXPECT_EQ(ReadVerified(**s, id, 0, a.size()), a);
+  auto fs = (*s)->Statfs();
+  ASSERT_TRUE(fs.ok());
+  EXPECT_GT(fs->capacity, 0u);
+  EXPECT_NE(fs->device_id, 0u);
+  // The data file holds the exact bytes; the checksum file has the exact length.
+  s->reset();
+  auto again = OpenStore();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->Stat(id)->length, (4u << 20) + 777);
+}
+
+}  // namespace
+}  // namespace ciuic::oss
