@@ -187,7 +187,8 @@ Result<std::unique_ptr<File>> ClientImpl::Open(const std::string& path,
     return bad;
   }
   if (open_id == 0) {
-    // The MDS did not open the file while resolving (older MDS): open it by FID.
+    // The MDS did not open the file while resolving (O_TRUNC, whose punches only OpenResp
+    // carries, or an older MDS): open it by FID.
     pb::OpenReq req;
     net::ToPb(fid, req.mutable_fid());
     req.set_flags(static_cast<uint32_t>(flags));
@@ -199,6 +200,7 @@ Result<std::unique_ptr<File>> ClientImpl::Open(const std::string& path,
     if (resp.layout().components_size() > 0)
       layout = resp.layout();
     open_id = resp.open_id();
+    punches = resp.punches();  // O_TRUNC is done by the MDS; the OSTs are ours to punch
   }
   std::shared_ptr<Node> node = core_->GetNode(fid);
   RefreshNode(node.get(), attr, &layout);
@@ -208,9 +210,6 @@ Result<std::unique_ptr<File>> ClientImpl::Open(const std::string& path,
     Status st = ApplyPunches(core_.get(), punches);
     if (!st.ok())
       return st.WithContext(norm);
-  }
-  if (!(flags & O_CREAT) && (flags & O_TRUNC) && write && attr.size() > 0) {
-    CIUIC_RETURN_IF_ERROR(handle->Truncate(0));
   }
   return std::unique_ptr<File>(std::move(handle));
 }

@@ -29,12 +29,18 @@ void TimerQueue::Stop() {
   }
   if (thread_.joinable())
     thread_.join();
-  std::multimap<int64_t, std::function<void()>> dropped;
+  std::multimap<int64_t, std::function<void()>> early;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    dropped.swap(due_);
+    early.swap(due_);
   }
-  // `dropped` is destroyed here, outside the lock: closures may own things that call back.
+  for (auto& [when, fn] : early) {
+    try {
+      fn();
+    } catch (...) {
+      // A closure must not throw; the others still run.
+    }
+  }
 }
 
 void TimerQueue::Run() {

@@ -1,6 +1,7 @@
 // TimerQueue: runs closures after a delay on one thread of its own (retry backoff, lease renewal).
 // Closures must be short and must not block for long (they hand blocking work to a pool).
-// Thread-safe. Stop() drops closures not yet due and joins the thread.
+// Thread-safe. Stop() joins the thread and then runs every closure not yet due at once, on the
+// calling thread (so work waiting on a retry learns of the shutdown instead of hanging).
 #pragma once
 
 #include <condition_variable>

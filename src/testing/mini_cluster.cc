@@ -1,0 +1,200 @@
+#include "testing/mini_cluster.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "ciuic.pb.h"
+#include "common/config.h"
+#include "common/time_util.h"
+#include "meta/mds_server.h"
+#include "net/rpc.h"
+#include "oss/oss_server.h"
+
+namespace ciuic::testing {
+
+MiniCluster::MiniCluster(MiniClusterOptions options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<MiniCluster>> MiniCluster::Start(MiniClusterOptions options) {
+  if (options.num_oss < 1 || options.osts_per_oss < 1) {
+    return Status::InvalidArgument("a MiniCluster needs at least one OSS with one OST");
+  }
+  std::unique_ptr<MiniCluster> c(new MiniCluster(std::move(options)));
+  CIUIC_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Status MiniCluster::Init() {
+  char tmpl[] = "/tmp/ciuic-mini-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr)
+    return Status::FromErrno(errno, "mkdtemp");
+  dir_ = tmpl;
+  secret_ = RandomBytes(32);
+  cluster_uuid_ = NewUuid();
+  oss_ports_.assign(static_cast<size_t>(options_.num_oss), 0);
+  oss_.resize(static_cast<size_t>(options_.num_oss));
+  for (int i = 0; i < options_.num_oss; ++i) {
+    for (int k = 0; k < options_.osts_per_oss; ++k) {
+      std::error_code ec;
+      std::filesystem::create_directories(OstDir(i * options_.osts_per_oss + k), ec);
+      if (ec)
+        return Status::IoError(fmt::format("mkdir {}: {}", OstDir(0), ec.message()));
+    }
+  }
+  CIUIC_RETURN_IF_ERROR(StartMds());
+  ClusterFile cf;
+  cf.cluster_uuid = cluster_uuid_;
+  cf.mds = HostPort{"127.0.0.1", mds_port_};
+  cf.secret_hex = HexEncode(secret_);
+  cf.key_id = 1;
+  cluster_file_ = dir_ + "/cluster.conf";
+  CIUIC_RETURN_IF_ERROR(cf.Save(cluster_file_));
+  for (int i = 0; i < options_.num_oss; ++i)
+    CIUIC_RETURN_IF_ERROR(StartOss(i));
+  return WaitForOsts(num_osts(), 20000);
+}
+
+MiniCluster::~MiniCluster() {
+  for (auto& o : oss_) {
+    if (o)
+      o->Stop();
+    o.reset();
+  }
+  if (mds_)
+    mds_->Stop();
+  mds_.reset();
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);  // best effort: a leftover temp dir is harmless
+  }
+}
+
+std::string MiniCluster::OstDir(uint32_t ost) const {
+  return fmt::format("{}/oss{}/ost{}", dir_, ost / static_cast<uint32_t>(options_.osts_per_oss),
+                     ost);
+}
+
+Status MiniCluster::StartMds() {
+  meta::MdsServer::Options o;
+  o.data_dir = dir_ + "/mds";
+  o.in_memory = options_.mds_in_memory;
+  o.host = "127.0.0.1";
+  o.port = mds_port_;
+  o.secret = secret_;
+  o.key_id = 1;
+  o.cluster_uuid = cluster_uuid_;
+  o.lease_ms = options_.lease_ms;
+  o.heartbeat_ms = options_.heartbeat_ms;
+  auto mds = std::make_unique<meta::MdsServer>(o);
+  Status st = mds->Start();
+  if (!st.ok())
+    return st.WithContext("starting the MDS");
+  mds_port_ = mds->port();
+  mds_ = std::move(mds);
+  return Status::OK();
+}
+
+Status MiniCluster::StartOss(int i) {
+  oss::OssServer::Options o;
+  for (int k = 0; k < options_.osts_per_oss; ++k) {
+    const uint32_t ost = static_cast<uint32_t>(i * options_.osts_per_oss + k);
+    o.osts.emplace_back(ost, OstDir(ost));
+  }
+  o.mds = HostPort{"127.0.0.1", mds_port_};
+  o.host = "127.0.0.1";
+  o.port = oss_ports_[static_cast<size_t>(i)];
+  o.secret = secret_;
+  o.key_id = 1;
+  o.cluster_uuid = cluster_uuid_;
+  o.io_engine = options_.io_engine;
+  o.heartbeat_ms = options_.heartbeat_ms;
+  auto server = std::make_unique<oss::OssServer>(o);
+  Status st = server->Start();
+  if (!st.ok())
+    return st.WithContext(fmt::format("starting OSS {}", i));
+  oss_ports_[static_cast<size_t>(i)] = server->port();
+  oss_[static_cast<size_t>(i)] = std::move(server);
+  return Status::OK();
+}
+
+Result<std::unique_ptr<Client>> MiniCluster::NewClient(uint32_t uid, uint32_t gid) {
+  ClientOptions o;
+  o.uid = uid;
+  o.gid = gid;
+  return NewClient(std::move(o));
+}
+
+Result<std::unique_ptr<Client>> MiniCluster::NewClient(ClientOptions options) {
+  options.cluster_file = cluster_file_;
+  return Client::Connect(options);
+}
+
+Status MiniCluster::StopOss(int i) {
+  if (i < 0 || i >= options_.num_oss)
+    return Status::InvalidArgument("no such OSS");
+  auto& o = oss_[static_cast<size_t>(i)];
+  if (o)
+    o->Stop();
+  o.reset();
+  return Status::OK();
+}
+
+Status MiniCluster::RestartOss(int i) {
+  CIUIC_RETURN_IF_ERROR(StopOss(i));
+  return StartOss(i);
+}
+
+Status MiniCluster::StopMds() {
+  if (mds_)
+    mds_->Stop();
+  mds_.reset();
+  return Status::OK();
+}
+
+Status MiniCluster::RestartMds() {
+  CIUIC_RETURN_IF_ERROR(StopMds());
+  return StartMds();
+}
+
+Status MiniCluster::WaitForOsts(int n, int timeout_ms) {
+  const int64_t deadline = MonoMillis() + timeout_ms;
+  net::EventLoop loop(1);
+  net::ChannelOptions co;
+  co.secret = secret_;
+  co.key_id = 1;
+  co.connect_timeout_ms = 2000;
+  std::shared_ptr<net::RpcChannel> ch;
+  int up = 0;
+  Status last;
+  while (MonoMillis() < deadline) {
+    if (!ch || !ch->connected()) {
+      auto r = net::RpcChannel::Connect(&loop, HostPort{"127.0.0.1", mds_port_}, co);
+      if (r.ok()) {
+        ch = *r;
+      } else {
+        last = r.status();
+      }
+    }
+    if (ch && ch->connected()) {
+      pb::GetOstMapReq req;
+      pb::GetOstMapResp resp;
+      last = ch->CallMsg(net::MsgType::kGetOstMap, req, &resp, 2000);
+      if (last.ok()) {
+        up = 0;
+        for (const auto& o : resp.osts())
+          up += o.state() == 0 ? 1 : 0;
+        if (up >= n)
+          return Status::OK();
+      }
+    }
+    // Polling the MDS until the condition holds (bounded by the deadline), not a fixed sleep.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::TimedOut(fmt::format("MDS sees {} of {} OSTs up after {} ms (last: {})", up, n,
+                                      timeout_ms, last.ToString()));
+}
+
+}  // namespace ciuic::testing

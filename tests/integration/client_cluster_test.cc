@@ -1,0 +1,279 @@
+// Integration tests of the client's namespace operations and of failures on a MiniCluster:
+// big directories, renames, unlink of open files, OSS and MDS restarts, durability of fsync.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "ciuic/client.h"
+#include "testing/mini_cluster.h"
+#include "tests/integration/test_util.h"
+
+namespace ciuic::testing {
+namespace {
+
+std::unique_ptr<MiniCluster> StartCluster(MiniClusterOptions o = {}) {
+  auto c = MiniCluster::Start(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+std::unique_ptr<Client> Connect(MiniCluster* c, int ost_retry_ms = 30000) {
+  ClientOptions o;
+  o.uid = 0;
+  o.gid = 0;
+  o.ost_retry_ms = ost_retry_ms;
+  auto cl = c->NewClient(o);
+  EXPECT_TRUE(cl.ok()) << cl.status().ToString();
+  return cl.ok() ? std::move(*cl) : nullptr;
+}
+
+TEST(ClientNamespaceTest, BadPathsAreRejectedWithThePath) {
+  auto cluster = StartCluster({.num_oss = 1, .osts_per_oss = 1, .mds_in_memory = true});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  auto st = c->Stat("relative/path");
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("relative/path"), std::string::npos);
+  EXPECT_EQ(c->Mkdir("/a//b").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Mkdir("/" + std::string(256, 'n')).code(), StatusCode::kNameTooLong);
+  auto missing = c->Stat("/no/such/file");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/no/such/file"), std::string::npos)
+      << missing.status().ToString();
+}
+
+TEST(ClientNamespaceTest, ReadDirOf100000Entries) {
+  auto cluster = StartCluster({.num_oss = 1, .osts_per_oss = 1, .mds_in_memory = true});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Mkdir("/big").ok());
+  constexpr int kEntries = 100000;
+  constexpr int kThreads = 4;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kEntries; i += kThreads) {
+        if (!c->Mknod("/big/f" + std::to_string(i), S_IFREG | 0644).ok())
+          ++failures;
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  ASSERT_EQ(failures.load(), 0);
+  auto entries = c->ReadDir("/big");
+  ASSERT_TRUE(entries.ok()) << entries.status().ToString();
+  ASSERT_EQ(entries->size(), static_cast<size_t>(kEntries));
+  std::set<std::string> names;
+  for (const auto& e : *entries) {
+    names.insert(e.name);
+    EXPECT_EQ(e.type, static_cast<uint32_t>(S_IFREG));
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(kEntries));
+  EXPECT_TRUE(names.count("f0") && names.count("f99999"));
+  // Paging with plus returns attributes and resumes at the cookie.
+  auto page = c->ReadDirPage("/big", 0, 1000, true);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 1000u);
+  EXPECT_TRUE(page->entries[0].has_attr);
+  EXPECT_FALSE(page->eof);
+  auto next = c->ReadDirPage("/big", page->next_cookie, 1000);
+  ASSERT_TRUE(next.ok());
+  ASSERT_FALSE(next->entries.empty());
+  EXPECT_EQ(names.count(next->entries[0].name), 1u);
+  EXPECT_NE(next->entries[0].name, page->entries.back().name);
+}
+
+TEST(ClientNamespaceTest, RenameEdgeCases) {
+  auto cluster = StartCluster({.num_oss = 1, .osts_per_oss = 1, .mds_in_memory = true});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->MkdirAll("/r/d1/sub").ok());
+  ASSERT_TRUE(c->Mkdir("/r/d2").ok());
+  ASSERT_TRUE(c->Mkdir("/r/empty").ok());
+  ASSERT_TRUE(c->WriteFile("/r/a", "A").ok());
+  ASSERT_TRUE(c->WriteFile("/r/b", "B").ok());
+  // File over file replaces it.
+  ASSERT_TRUE(c->Rename("/r/a", "/r/b").ok());
+  EXPECT_EQ(c->Stat("/r/a").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->ReadFile("/r/b").value_or(""), "A");
+  // Rename onto itself is a no-op.
+  EXPECT_TRUE(c->Rename("/r/b", "/r/b").ok());
+  // Directory over an empty directory replaces it; over a non-empty one fails.
+  ASSERT_TRUE(c->WriteFile("/r/d2/x", "x").ok());
+  EXPECT_EQ(c->Rename("/r/d1", "/r/d2").code(), StatusCode::kNotEmpty);
+  ASSERT_TRUE(c->Rename("/r/d1", "/r/empty").ok());
+  auto sub = c->Stat("/r/empty/sub");
+  EXPECT_TRUE(sub.ok() && sub->is_dir());
+  // Kinds must match.
+  EXPECT_EQ(c->Rename("/r/b", "/r/d2").code(), StatusCode::kIsADirectory);
+  EXPECT_EQ(c->Rename("/r/d2", "/r/b").code(), StatusCode::kNotADirectory);
+  // A directory cannot move under itself.
+  EXPECT_EQ(c->Rename("/r/empty", "/r/empty/sub/inner").code(), StatusCode::kInvalidArgument);
+  // Missing source.
+  EXPECT_EQ(c->Rename("/r/nope", "/r/other").code(), StatusCode::kNotFound);
+  // RENAME_NOREPLACE and RENAME_EXCHANGE.
+  ASSERT_TRUE(c->WriteFile("/r/c", "C").ok());
+  EXPECT_EQ(c->Rename("/r/b", "/r/c", 1).code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(c->Rename("/r/b", "/r/c", 2).ok());
+  EXPECT_EQ(c->ReadFile("/r/b").value_or(""), "C");
+  EXPECT_EQ(c->ReadFile("/r/c").value_or(""), "A");
+  // Renaming a directory moves its subtree: the client's cached parent paths follow.
+  ASSERT_TRUE(c->WriteFile("/r/empty/sub/f", "deep").ok());
+  ASSERT_TRUE(c->Rename("/r/empty", "/r/moved").ok());
+  EXPECT_EQ(c->ReadFile("/r/moved/sub/f").value_or(""), "deep");
+  EXPECT_EQ(c->WriteFile("/r/empty/sub/g", "g").code(), StatusCode::kNotFound);
+  ASSERT_TRUE(c->WriteFile("/r/moved/sub/g", "g").ok());
+}
+
+TEST(ClientNamespaceTest, LinksXattrsModesAndOpenedUnlinkedFile) {
+  auto cluster = StartCluster({.num_oss = 1, .osts_per_oss = 2});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  std::string data = Pattern(300000, 3);
+  ASSERT_TRUE(c->WriteFile("/f", data).ok());
+  ASSERT_TRUE(c->Symlink("/f", "/l").ok());
+  EXPECT_EQ(c->Readlink("/l").value_or(""), "/f");
+  EXPECT_TRUE(c->Lstat("/l")->is_symlink());
+  EXPECT_EQ(c->Stat("/l")->size, data.size());
+  ASSERT_TRUE(c->Link("/f", "/hard").ok());
+  EXPECT_EQ(c->Stat("/f")->nlink, 2u);
+  ASSERT_TRUE(c->SetXattr("/f", "user.k", "v").ok());
+  EXPECT_EQ(c->GetXattr("/f", "user.k").value_or(""), "v");
+  auto names = c->ListXattr("/f");
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(*names, std::vector<std::string>{"user.k"});
+  ASSERT_TRUE(c->RemoveXattr("/f", "user.k").ok());
+  EXPECT_EQ(c->GetXattr("/f", "user.k").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(c->Chmod("/f", 0600).ok());
+  EXPECT_EQ(c->Stat("/f")->mode & 07777, 0600u);
+
+  // Unlink while open: the handle keeps reading until it is closed.
+  auto f = c->Open("/f", O_RDONLY);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(c->Unlink("/f").ok());
+  ASSERT_TRUE(c->Unlink("/hard").ok());
+  EXPECT_EQ(c->Stat("/f").status().code(), StatusCode::kNotFound);
+  auto other = Connect(cluster.get());
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->Stat("/hard").status().code(), StatusCode::kNotFound);
+  std::string got(data.size(), '\0');
+  auto r = (*f)->Pread(got.data(), got.size(), 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, data.size());
+  EXPECT_TRUE(got == data);
+  EXPECT_TRUE((*f)->Close().ok());
+}
+
+TEST(ClientFailureTest, StoppedOssFailsWithinTheRetryBoundNamingTheOstAndRecovers) {
+  auto cluster = StartCluster({.num_oss = 2, .osts_per_oss = 1});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get(), /*ost_retry_ms=*/1500);
+  ASSERT_TRUE(c);
+  FileLayout layout = Striped(2, 64 << 10);
+  OpenOptions oo;
+  oo.layout = &layout;
+  std::string data = Pattern(1 << 20, 4);
+  {
+    auto f = c->Open("/ha", O_CREAT | O_WRONLY, 0644, oo);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite(data.data(), data.size(), 0).ok());
+    ASSERT_TRUE((*f)->Fsync().ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  ASSERT_TRUE(cluster->StopOss(1).ok());
+  auto start = std::chrono::steady_clock::now();
+  auto r = c->ReadFile("/ha");
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("OST 1"), std::string::npos) << r.status().ToString();
+  // It gave up (did not hang); the bound is 1.5 s, this only catches a hang.
+  EXPECT_LT(elapsed, std::chrono::seconds(30));
+  ASSERT_TRUE(cluster->RestartOss(1).ok());
+  auto again = c->ReadFile("/ha");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(*again == data);
+  // IO started while the OSS is down completes once it is back within the bound.
+  auto patient = Connect(cluster.get(), /*ost_retry_ms=*/60000);
+  ASSERT_TRUE(patient);
+  auto f = patient->Open("/ha", O_WRONLY, 0);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(cluster->StopOss(1).ok());
+  std::string fresh = Pattern(1 << 20, 5);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status result;
+  (*f)->PwriteAsync(fresh.data(), fresh.size(), 0, [&](Result<size_t> r) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = r.ok() ? Status::OK() : r.status();
+    done = true;
+    cv.notify_all();
+  });
+  ASSERT_TRUE(cluster->RestartOss(1).ok());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  ASSERT_TRUE((*f)->Close().ok());
+  EXPECT_TRUE(c->ReadFile("/ha").value_or("") == fresh);
+}
+
+TEST(ClientFailureTest, MdsRestartKeepsNamespaceAndFsyncedDataSurvivesRestarts) {
+  auto cluster = StartCluster({.num_oss = 2, .osts_per_oss = 2});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->MkdirAll("/keep/deep/dir").ok());
+  FileLayout layout = Striped(4, 64 << 10);
+  OpenOptions oo;
+  oo.layout = &layout;
+  std::string data = Pattern((2 << 20) + 4321, 6);
+  {
+    auto f = c->Open("/keep/deep/data", O_CREAT | O_WRONLY, 0644, oo);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite(data.data(), data.size(), 0).ok());
+    ASSERT_TRUE((*f)->Fsync().ok());
+    // Crash-like: every server goes away with the file still open, then comes back.
+    for (int i = 0; i < 2; ++i)
+      ASSERT_TRUE(cluster->StopOss(i).ok());
+    ASSERT_TRUE(cluster->RestartMds().ok());
+    for (int i = 0; i < 2; ++i)
+      ASSERT_TRUE(cluster->RestartOss(i).ok());
+    ASSERT_TRUE(cluster->WaitForOsts(4).ok());
+    (*f)->Close().IgnoreError();  // the session may have been reset; the data was fsynced
+  }
+  // The same client reconnects; a new client sees the same namespace.
+  auto st = c->Stat("/keep/deep/dir");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_TRUE(st->is_dir());
+  auto c2 = Connect(cluster.get());
+  ASSERT_TRUE(c2);
+  auto got = c2->ReadFile("/keep/deep/data");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), data.size());
+  EXPECT_TRUE(*got == data);
+  // And the MDS alone restarting while a client is idle is invisible to it.
+  ASSERT_TRUE(cluster->RestartMds().ok());
+  ASSERT_TRUE(c->WriteFile("/keep/after", "after restart").ok());
+  EXPECT_EQ(c2->ReadFile("/keep/after").value_or(""), "after restart");
+}
+
+}  // namespace
+}  // namespace ciuic::testing
