@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -359,25 +360,36 @@ void Connection::WriteMore() {
   }
   writing_ = true;
   write_started_ = Clock::now();
-  asio::async_write(socket_, iov_,
-                    [self = shared_from_this()](const std::error_code& ec, size_t /*bytes*/) {
-                      self->OnWriteDone(ec);
-                    });
+  // asio's default completion condition caps each writev at 64 KiB; let the kernel take as much
+  // as it will per call instead.
+  asio::async_write(
+      socket_, iov_,
+      [](const std::error_code& ec, size_t /*done*/) -> size_t {
+        return ec ? 0 : std::numeric_limits<size_t>::max();
+      },
+      [self = shared_from_this()](const std::error_code& ec, size_t /*bytes*/) {
+        self->OnWriteDone(ec);
+      });
 }
 
 void Connection::OnWriteDone(const std::error_code& ec) {
   writing_ = false;
-  size_t frames = writing_frames_;
+  // Take the written frames out of the queue before running any hook: a hook may queue a new
+  // frame and start the next write, which must not see these.
+  completed_.clear();
+  for (size_t i = 0; i < writing_frames_ && !wq_.empty(); ++i) {
+    completed_.push_back(std::move(wq_.front()));
+    wq_.pop_front();
+  }
   writing_frames_ = 0;
   bool close_after = false;
-  for (size_t i = 0; i < frames && !wq_.empty(); ++i) {
-    OutFrame f = std::move(wq_.front());
-    wq_.pop_front();
+  for (OutFrame& f : completed_) {
     if (f.cancelled)
       continue;
     close_after = close_after || f.close_after;
     OnWritten(f, !ec);
   }
+  completed_.clear();
   if (ec) {
     Close(closed_ ? "" : fmt::format("write failed: {}", ec.message()), log::Level::kInfo);
     return;
@@ -386,7 +398,7 @@ void Connection::OnWriteDone(const std::error_code& ec) {
     Close("");
     return;
   }
-  if (!wq_.empty() && !hold_writes_ && !closed_)
+  if (!writing_ && !wq_.empty() && !hold_writes_ && !closed_)
     WriteMore();
 }
 

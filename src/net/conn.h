@@ -131,6 +131,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const std::shared_ptr<ConnHandle>& handle() const { return handle_; }
   const std::string& peer() const { return handle_->peer(); }
   bool closed() const { return closed_; }
+  // Frames queued or being written.
+  size_t queued_frames() const { return wq_.size(); }
   // Why the connection was closed (empty while open or for a quiet close).
   const std::string& close_reason() const { return close_reason_; }
 
@@ -200,7 +202,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Writing.
   std::deque<OutFrame> wq_;
   std::vector<asio::const_buffer> iov_;
-  size_t writing_frames_ = 0;  // frames at the front of wq_ that the current write covers
+  std::vector<OutFrame> completed_;  // frames of the last write, while their hooks run
+  size_t writing_frames_ = 0;        // frames at the front of wq_ that the current write covers
   bool writing_ = false;
   bool hold_writes_ = false;  // the reader is handling buffered frames: batch their replies
   Clock::time_point write_started_;

@@ -34,6 +34,10 @@ std::string Hmac(std::string_view key, std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  return Hmac(key, data, {});
+}
+
 std::string HandshakeTranscript(std::string_view hello_bytes,
                                 uint32_t version,
                                 std::string_view server_nonce,

@@ -20,6 +20,9 @@ std::string HandshakeTranscript(std::string_view hello_bytes,
                                 uint32_t role,
                                 uint32_t key_id);
 
+// Returns HMAC-SHA256(key, data), 32 bytes.
+std::string HmacSha256(std::string_view key, std::string_view data);
+
 // Returns HMAC-SHA256(key, transcript || "server").
 std::string ServerMac(std::string_view key, std::string_view transcript);
 // Returns HMAC-SHA256(key, transcript || "client").

@@ -109,6 +109,8 @@ class RpcServer {
     // Protocol versions this server speaks.
     uint32_t min_version = kMinProtocolVersion;
     uint32_t max_version = kProtocolVersion;
+    // Idle receive buffers kept for reuse (request data segments of 64 KiB and more).
+    size_t buffer_pool_bytes = 64u << 20;
   };
 
   explicit RpcServer(Options options);

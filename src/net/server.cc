@@ -10,6 +10,7 @@
 #include "ciuic.pb.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "net/buffer_pool.h"
 #include "net/conn.h"
 #include "net/handshake.h"
 #include "net/rpc.h"
@@ -23,7 +24,13 @@ struct CallState {
   uint64_t request_id = 0;
   std::string body;
   AlignedBuffer data;
+  std::shared_ptr<detail::BufferPool> pool;  // takes `data` back unless the handler kept it
   std::atomic<bool> replied{false};
+
+  ~CallState() {
+    if (pool != nullptr && data.capacity() > 0)
+      pool->Put(std::move(data));
+  }
 
   // Queues `f` on the connection's strand; dropped when the connection or the server is gone.
   void Send(detail::OutFrame f);
@@ -51,6 +58,7 @@ struct ServerShared {
   std::atomic<uint64_t> accepted{0};
   std::atomic<uint64_t> rejected{0};
   std::atomic<bool> stopping{false};
+  std::shared_ptr<BufferPool> pool;
 };
 
 class ServerConn : public Connection {
@@ -70,16 +78,28 @@ class ServerConn : public Connection {
     if (inflight_ > 0)
       --inflight_;
     Enqueue(std::move(f));
-    if (paused_ && inflight_ < shared_->opts.max_inflight_per_conn)
+    if (paused_ && MayRead())
       resume_timer_.cancel();
   }
 
  protected:
   void OnClosed() override { resume_timer_.cancel(); }
+  void OnWritten(OutFrame& f, bool ok) override {
+    (void)f;
+    (void)ok;
+    if (paused_ && MayRead())
+      resume_timer_.cancel();
+  }
 
  private:
   asio::awaitable<bool> Handshake();
   asio::awaitable<bool> Dispatch(InFrame f);
+  // Whether the reader may take another request: handlers and the send queue are both under
+  // their bounds (error replies to a peer that does not read them must not pile up).
+  bool MayRead() const {
+    size_t max = std::max<size_t>(1, shared_->opts.max_inflight_per_conn);
+    return inflight_ < max && queued_frames() < std::max<size_t>(max, 64);
+  }
   void FailHandshake(uint16_t type, uint64_t request_id, const Status& status) {
     LOG_WARN("[{}] handshake with {} failed: {}", params_.name, peer(), status.ToString());
     OutFrame e = MakeErrorFrame(type, request_id, status);
@@ -206,7 +226,8 @@ asio::awaitable<bool> ServerConn::Dispatch(InFrame f) {
   st->request_id = id;
   st->body = std::move(f.body);
   if (f.h.data_len > 0) {
-    st->data.Resize(f.h.data_len);
+    st->pool = shared_->pool;
+    st->data = shared_->pool->Get(f.h.data_len);
     if (!co_await ReadData(st->data.data(), f.h.data_len))
       co_return false;
   }
@@ -228,9 +249,8 @@ asio::awaitable<void> ServerConn::Serve(std::shared_ptr<ServerConn> self) {
     self->ReleaseWrites();
     co_return;
   }
-  const size_t max_inflight = std::max<size_t>(1, self->shared_->opts.max_inflight_per_conn);
   while (!self->closed()) {
-    if (self->inflight_ >= max_inflight) {
+    if (!self->MayRead()) {
       // Backpressure: stop reading this socket until replies go out.
       self->ReleaseWrites();
       self->paused_ = true;
@@ -407,6 +427,7 @@ struct RpcServer::Impl {
 
 RpcServer::RpcServer(Options options) : impl_(std::make_unique<Impl>()) {
   impl_->shared->opts = std::move(options);
+  impl_->shared->pool = std::make_shared<detail::BufferPool>(impl_->shared->opts.buffer_pool_bytes);
 }
 
 RpcServer::~RpcServer() {
