@@ -16,7 +16,11 @@ namespace ciuic::meta {
 
 class MemKvStore : public KvStore {
  public:
+  struct State;
   MemKvStore() : state_(std::make_shared<State>()) {}
+  // Shares `state` with other MemKvStores: a "reopen" of the same data in tests.
+  explicit MemKvStore(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  const std::shared_ptr<State>& state() const { return state_; }
 
   Status Get(Cf cf, std::string_view key, std::string* value) override;
   Status Write(const WriteBatch& batch, bool sync) override;

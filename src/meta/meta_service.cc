@@ -400,6 +400,10 @@ CIUIC_META_MUTATION_DEF(RegisterOss)
 CIUIC_META_MUTATION_DEF(Heartbeat)
 #undef CIUIC_META_MUTATION_DEF
 
+// ResolvePath (ops/lookup.cc) runs its opening form through the writer.
+template Result<pb::ResolvePathResp> MetaService::RunSync<pb::ResolvePathReq, pb::ResolvePathResp>(
+    const pb::ResolvePathReq& req);
+
 void MetaService::ResolvePathAsync(pb::ResolvePathReq req, Done<pb::ResolvePathResp> done) {
   if (!req.open()) {
     done(ResolvePath(req));
