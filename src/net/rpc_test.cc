@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "ciuic.pb.h"
+#include "common/crc32c.h"
 #include "common/thread_pool.h"
 #include "net/test_util.h"
 
@@ -59,6 +61,12 @@ class RpcTest : public ::testing::Test {
     RegisterEcho(server_.get());
     server_->Register(MsgType::kRead, [this](ServerCall c) { parking_.Park(std::move(c)); });
     server_->Register(MsgType::kWrite, [](ServerCall c) { (void)c; });  // drops without reply
+    // Answers with the CRC32C of the request's data segment.
+    server_->Register(MsgType::kSetXattr, [](ServerCall c) {
+      pb::GetXattrResp resp;
+      resp.set_value(std::to_string(Crc32c(c.data().data(), c.data().size())));
+      c.Reply(resp);
+    });
     server_->Register(MsgType::kRegisterOss, [](ServerCall c) { c.Reply(pb::RegisterOssResp()); },
                       {Role::kOss});
     ASSERT_TRUE(server_->Start().ok());
@@ -458,6 +466,73 @@ TEST_F(RpcTest, EventLoopStoppedBeforeChannelFailsCalls) {
   loop.reset();
   auto r = (*ch)->Call(MsgType::kGetXattr, EchoReq("x"));
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+}
+
+// Callbacks that issue the next call run while the previous write completes: the write queue
+// must not free or resend frames that a new write is sending. Small replies to big requests
+// make replies arrive before write completions.
+TEST_F(RpcTest, ClosedLoopPipelineFromCallbacksKeepsDataIntact) {
+  StartServer();
+  auto ch = Connect();
+  ASSERT_NE(ch, nullptr);
+  constexpr int kSlots = 16;
+  constexpr int kCallsPerSlot = 12;
+  struct Slot {
+    std::vector<uint8_t> out;
+    int left = kCallsPerSlot;
+  };
+  std::vector<Slot> slots(kSlots);
+  std::atomic<int> bad{0};
+  std::atomic<int> finished{0};
+  std::function<void(int)> issue = [&](int i) {
+    Slot& s = slots[i];
+    s.out = TestBytes((1 << 20) - 4096 * i, i * 1000 + s.left);
+    std::string want = std::to_string(Crc32c(s.out.data(), s.out.size()));
+    ch->CallAsync(MsgType::kSetXattr, EchoReq("crc"), {ConstSpan{s.out.data(), s.out.size()}}, {},
+                  [&, i, want](Result<Reply> r) {
+                    pb::GetXattrResp resp;
+                    if (!r.ok() || !Parse(r->body, &resp, "resp").ok() || resp.value() != want) {
+                      ++bad;
+                    }
+                    if (--slots[i].left > 0 && r.ok()) {
+                      issue(i);
+                    } else {
+                      ++finished;
+                    }
+                  });
+  };
+  for (int i = 0; i < kSlots; ++i)
+    issue(i);
+  ASSERT_TRUE(WaitFor([&] { return finished.load() == kSlots; }));
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(server_->frames_rejected(), 0u);
+}
+
+TEST_F(RpcTest, MaxConnectionsRefusesTheRest) {
+  auto o = ServerOptions();
+  o.max_connections = 2;
+  StartServer(o);
+  auto a = Connect();
+  auto b = Connect();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  auto c = RpcChannel::Connect(&loop_, addr(), ClientOptions());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status().ToString();
+  a->Close();
+  // The slot frees once the server has seen the close.
+  EXPECT_TRUE(WaitFor([&] { return RpcChannel::Connect(&loop_, addr(), ClientOptions()).ok(); }));
+}
+
+TEST_F(RpcTest, IdleConnectionsAreClosedWhenConfigured) {
+  auto o = ServerOptions();
+  o.idle_timeout_ms = 100;
+  StartServer(o);
+  auto ch = Connect();
+  ASSERT_NE(ch, nullptr);
+  EXPECT_TRUE(WaitFor([&] { return !ch->connected(); }));
+  EXPECT_EQ(ch->Call(MsgType::kPing, pb::CloseSessionResp()).status().code(),
+            StatusCode::kUnavailable);
 }
 
 }  // namespace
