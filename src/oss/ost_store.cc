@@ -44,7 +44,7 @@ std::string ParentDir(const std::string& dir) {
 struct OstStore::WriteOp {
   ObjectId id;
   uint64_t offset = 0;
-  AlignedBuffer data;
+  AlignedBuffer* data = nullptr;  // borrowed
   WriteCallback cb;
   ObjectRef obj;
   uint64_t epoch = 0;
@@ -64,7 +64,7 @@ struct OstStore::WriteOp {
   Status err;
   uint64_t result_length = 0;
 
-  uint64_t end() const { return offset + data.size(); }
+  uint64_t end() const { return offset + data->size(); }
   uint64_t first_block() const { return io_off / kBlockSize; }
   uint64_t end_block() const { return (io_off + io_len) / kBlockSize; }
   void SetError(Status s) {
@@ -547,19 +547,19 @@ void OstStore::AcquireExclusiveBlocking(const ObjectRef& obj) {
 
 void OstStore::WriteAsync(const ObjectId& id,
                           uint64_t offset,
-                          AlignedBuffer data,
+                          AlignedBuffer* data,
                           WriteCallback cb) {
   if (!BeginOp()) {
     cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
     return;
   }
-  if (offset > kMaxObjectSize || data.size() > kMaxObjectSize - offset) {
+  if (offset > kMaxObjectSize || data->size() > kMaxObjectSize - offset) {
     EndOp();
     cb(Status::InvalidArgument(fmt::format("OST {}: write [{}, +{}) beyond the 16 TiB object limit",
-                                           options_.index, offset, data.size())));
+                                           options_.index, offset, data->size())));
     return;
   }
-  if (data.empty()) {
+  if (data->empty()) {
     // Nothing to write; answer the current length without creating the object.
     GetObjectAsync(id, false, [this, cb = std::move(cb)](Result<ObjectRef> r) {
       uint64_t len = 0;
@@ -579,7 +579,7 @@ void OstStore::WriteAsync(const ObjectId& id,
   auto* op = new WriteOp;
   op->id = id;
   op->offset = offset;
-  op->data = std::move(data);
+  op->data = data;
   op->cb = std::move(cb);
   GetObjectAsync(id, true, [this, op](Result<ObjectRef> r) {
     if (!r.ok()) {
@@ -659,20 +659,20 @@ void OstStore::WriteLocked(WriteOp* op) {
 void OstStore::WritePrepare(WriteOp* op) {
   const uint64_t a0 = AlignDown(op->offset, kBlockSize);
   const uint64_t a1 = AlignUp(op->end(), kBlockSize);
-  const size_t len = op->data.size();
+  const size_t len = op->data->size();
   op->io_off = a0;
   op->io_len = a1 - a0;
-  if (op->offset == a0 && op->data.capacity() >= op->io_len) {
+  if (op->offset == a0 && op->data->capacity() >= op->io_len) {
     // In place: the request buffer is the IO buffer; only its tail needs zeros.
-    op->data.Resize(op->io_len);
-    std::memset(op->data.data() + len, 0, op->io_len - len);
-    op->data.Resize(len);
-    op->io_buf = op->data.data();
+    op->data->Resize(op->io_len);
+    std::memset(op->data->data() + len, 0, op->io_len - len);
+    op->data->Resize(len);
+    op->io_buf = op->data->data();
   } else {
     op->bounce.Resize(op->io_len);
     op->io_buf = op->bounce.data();
     std::memset(op->io_buf, 0, op->offset - a0);
-    std::memcpy(op->io_buf + (op->offset - a0), op->data.data(), len);
+    std::memcpy(op->io_buf + (op->offset - a0), op->data->data(), len);
     std::memset(op->io_buf + (op->offset - a0) + len, 0, a1 - op->end());
   }
 
@@ -882,8 +882,7 @@ void OstStore::ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, R
     if (*r == nullptr) {
       ReadResult out;
       out.aligned_offset = AlignDown(offset, kBlockSize);
-      out.data = std::make_shared<AlignedBuffer>(AlignUp(offset + length, kBlockSize) -
-                                                 out.aligned_offset);
+      out.data = read_pool_->Get(AlignUp(offset + length, kBlockSize) - out.aligned_offset);
       std::memset(out.data->data(), 0, out.data->size());
       out.block_crcs.assign(out.data->size() / kBlockSize * 2, ZeroBlockCrc());
       cb(std::move(out));
@@ -908,7 +907,7 @@ void OstStore::ReadLoaded(const ObjectRef& obj, uint64_t offset, uint64_t length
       std::lock_guard<std::mutex> lock(obj->mu);
       obj_len = obj->length;
     }
-    auto buf = std::make_shared<AlignedBuffer>(a1 - a0);
+    std::shared_ptr<AlignedBuffer> buf = read_pool_->Get(a1 - a0);
     // Checksums are taken after the data arrives: a write racing with this read updates its
     // slots before its data, so the data read is covered by one of the slots taken after it.
     auto finish = [this, obj, a0, buf, cb](size_t got) {
@@ -958,7 +957,7 @@ Result<uint64_t> OstStore::Write(const ObjectId& id,
   if (!data.empty())
     std::memcpy(buf.data(), data.data(), data.size());
   std::promise<Result<uint64_t>> done;
-  WriteAsync(id, offset, std::move(buf), [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
+  WriteAsync(id, offset, &buf, [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
   return done.get_future().get();
 }
 

@@ -37,6 +37,7 @@
 #include "common/thread_pool.h"
 #include "io/io_engine.h"
 #include "oss/dirty_log.h"
+#include "oss/read_buffer_pool.h"
 
 namespace ciuic::oss {
 
@@ -93,12 +94,13 @@ class OstStore {
   using StatusCallback = std::function<void(Status)>;
   using StatCallback = std::function<void(Result<ObjStat>)>;
 
-  // Writes `data` (its size() bytes) at `offset` of object `id`, creating the object. Buffers
-  // whose offset is 4 KiB-aligned are written in place with O_DIRECT (zero copies; the bytes
-  // between size() and the next 4 KiB boundary get overwritten), others go through a bounce
+  // Writes `data` (its size() bytes) at `offset` of object `id`, creating the object. `data` is
+  // borrowed until `cb` runs. When `offset` is 4 KiB-aligned and the buffer's capacity reaches
+  // the next 4 KiB boundary, it is written in place with O_DIRECT (zero copies; the bytes between
+  // size() and that boundary get overwritten with zeros); other writes go through a bounce
   // buffer. Errors: kStale (object destroyed), kNoSpace (OST full; nothing already written is
   // lost), kInvalidArgument (range beyond 16 TiB), kIoError, kUnavailable (closing or busy).
-  void WriteAsync(const ObjectId& id, uint64_t offset, AlignedBuffer data, WriteCallback cb);
+  void WriteAsync(const ObjectId& id, uint64_t offset, AlignedBuffer* data, WriteCallback cb);
   // Reads [offset, offset+length) as whole blocks with their checksums. Does not verify (the
   // consumer does). A never-written object reads as zeros with exists=false.
   void ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, ReadCallback cb);
@@ -190,6 +192,7 @@ class OstStore {
   io::FileHandle stamp_fh_ = -1;
   bool direct_io_ = true;
   std::unique_ptr<DirtyLog> dirty_log_;
+  std::shared_ptr<ReadBufferPool> read_pool_ = std::make_shared<ReadBufferPool>(32u << 20);
 
   std::mutex cache_mu_;
   std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> cache_;  // guarded by cache_mu_

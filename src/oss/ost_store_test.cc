@@ -160,10 +160,11 @@ TEST_F(OstStoreMemTest, ConcurrentSmallWritesSharingBlocks) {
   int remaining = kWrites;
   std::atomic<int> failures{0};
   auto all = Pattern(kWrites * kSize, 4);
+  std::vector<AlignedBuffer> bufs(kWrites);
   for (int i = 0; i < kWrites; ++i) {
-    AlignedBuffer buf(kSize);
-    std::memcpy(buf.data(), all.data() + i * kSize, kSize);
-    s->WriteAsync(id, uint64_t(i) * kSize, std::move(buf), [&](Result<uint64_t> r) {
+    bufs[i].Resize(kSize);
+    std::memcpy(bufs[i].data(), all.data() + i * kSize, kSize);
+    s->WriteAsync(id, uint64_t(i) * kSize, &bufs[i], [&](Result<uint64_t> r) {
       if (!r.ok())
         failures.fetch_add(1);
       std::lock_guard<std::mutex> lock(mu);

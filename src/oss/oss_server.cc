@@ -1,0 +1,456 @@
+#include "oss/oss_server.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "ciuic.pb.h"
+#include "common/logging.h"
+#include "net/pb_convert.h"
+#include "net/rpc.h"
+#include "oss/ost_format.h"
+#include "oss/ost_store.h"
+
+namespace ciuic::oss {
+namespace {
+
+// A reply is at most the frame's data limit; reads are capped so their aligned blocks fit.
+constexpr uint64_t kMaxReadLength = (uint64_t{64} << 20) - 2 * kBlockSize;
+// Below this much free space an OST reports itself full (state 2).
+constexpr uint64_t kFullThreshold = uint64_t{64} << 20;
+constexpr uint32_t kTaskDestroy = 1;
+constexpr uint32_t kTaskPunch = 2;
+
+// Returns the budget when the last holder (a reply in the network queue) lets go.
+struct BudgetHold {
+  std::function<void()> release;
+  std::shared_ptr<AlignedBuffer> data;
+  ~BudgetHold() { release(); }
+};
+
+}  // namespace
+
+OssServer::OssServer(Options options) : options_(std::move(options)) {}
+
+OssServer::~OssServer() {
+  Stop();
+}
+
+Status OssServer::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_)
+      return Status::InvalidArgument("OssServer already started");
+    started_ = true;
+  }
+  if (options_.osts.empty())
+    return Status::InvalidArgument("no OSTs to serve");
+  if (options_.cluster_uuid.empty())
+    return Status::InvalidArgument("no cluster uuid");
+  if (options_.test_engine != nullptr) {
+    engine_ = options_.test_engine;
+  } else {
+    CIUIC_ASSIGN_OR_RETURN(own_engine_, io::NewDiskIoEngine(options_.io_engine));
+    engine_ = own_engine_.get();
+  }
+  pool_ = std::make_unique<ThreadPool>(2, 4096, "oss-blk");
+  for (const auto& [index, dir] : options_.osts) {
+    if (osts_.count(index) != 0) {
+      return Status::InvalidArgument(fmt::format("OST {} is listed twice", index));
+    }
+    OstStore::Options o;
+    o.dir = dir;
+    o.index = index;
+    o.cluster_uuid = options_.cluster_uuid;
+    o.engine = engine_;
+    o.blocking_pool = pool_.get();
+    CIUIC_ASSIGN_OR_RETURN(osts_[index], OstStore::Open(std::move(o)));
+  }
+  LOG_INFO("serving {} OST(s) with the {} IO engine", osts_.size(), engine_->name());
+
+  net::RpcServer::Options ro;
+  ro.host = options_.host;
+  ro.port = options_.port;
+  ro.secret = options_.secret;
+  ro.key_id = options_.key_id;
+  ro.cluster_uuid = options_.cluster_uuid;
+  ro.io_threads = 1;
+  ro.name = "oss";
+  rpc_ = std::make_unique<net::RpcServer>(std::move(ro));
+  RegisterHandlers();
+  CIUIC_RETURN_IF_ERROR(rpc_->Start());
+  LOG_INFO("OSS listening on {}", ServedAddr());
+
+  loop_ = std::make_unique<net::EventLoop>(1);
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  return Status::OK();
+}
+
+uint16_t OssServer::port() const {
+  return rpc_ == nullptr ? 0 : rpc_->port();
+}
+
+std::string OssServer::ServedAddr() const {
+  return HostPort{options_.host, port()}.ToString();
+}
+
+void OssServer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_)
+      return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (heartbeat_.joinable())
+    heartbeat_.join();
+  if (loop_ != nullptr)
+    loop_->Stop();
+  if (rpc_ != nullptr)
+    rpc_->Stop();
+  for (auto& [index, store] : osts_) {
+    Status st = store->Close();
+    if (!st.ok())
+      LOG_ERROR("{}", st.ToString());
+  }
+  if (pool_ != nullptr)
+    pool_->Stop();
+  osts_.clear();
+  rpc_.reset();
+  loop_.reset();
+}
+
+OstStore* OssServer::FindOst(uint32_t index) const {
+  auto it = osts_.find(index);
+  return it == osts_.end() ? nullptr : it->second.get();
+}
+
+bool OssServer::AcquireBudget(uint64_t bytes) {
+  uint64_t cur = inflight_bytes_.load();
+  do {
+    // One request may always proceed, however large, so nothing starves.
+    if (cur != 0 && cur + bytes > options_.max_inflight_bytes)
+      return false;
+  } while (!inflight_bytes_.compare_exchange_weak(cur, cur + bytes));
+  return true;
+}
+
+void OssServer::ReleaseBudget(uint64_t bytes) {
+  inflight_bytes_.fetch_sub(bytes);
+}
+
+void OssServer::RegisterHandlers() {
+  using net::MsgType;
+  rpc_->Register(MsgType::kWrite, [this](net::ServerCall c) { HandleWrite(std::move(c)); });
+  rpc_->Register(MsgType::kRead, [this](net::ServerCall c) { HandleRead(std::move(c)); });
+  rpc_->Register(MsgType::kSync, [this](net::ServerCall c) { HandleSync(std::move(c)); });
+  rpc_->Register(MsgType::kPunch, [this](net::ServerCall c) { HandlePunch(std::move(c)); });
+  rpc_->Register(MsgType::kDestroy, [this](net::ServerCall c) { HandleDestroy(std::move(c)); });
+  rpc_->Register(MsgType::kObjStat, [this](net::ServerCall c) { HandleObjStat(std::move(c)); });
+  rpc_->Register(MsgType::kOstStatfs, [this](net::ServerCall c) { HandleStatfs(std::move(c)); });
+}
+
+namespace {
+
+Status NoSuchOst(uint32_t index) {
+  return Status::NotFound(fmt::format("OST {} is not served here", index));
+}
+
+Status Busy() {
+  return Status::Unavailable("OSS is busy (in-flight IO budget spent); retry");
+}
+
+}  // namespace
+
+void OssServer::HandleWrite(net::ServerCall call) {
+  pb::WriteReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  const uint64_t bytes = call.data().size();
+  if (!AcquireBudget(bytes))
+    return call.ReplyError(Busy());
+  const ObjectId id = net::FromPb(req.obj());
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  // The request's aligned receive buffer is written in place (no copy); it stays with the call
+  // so the network layer recycles it once the call is answered.
+  store->WriteAsync(id, req.offset(), &c->data(),
+                    [this, c, store, id, bytes, sync = req.sync()](Result<uint64_t> r) {
+                      ReleaseBudget(bytes);
+                      if (!r.ok())
+                        return c->ReplyError(r.status());
+                      uint64_t length = *r;
+                      if (!sync) {
+                        pb::WriteResp resp;
+                        resp.set_object_length(length);
+                        return c->Reply(resp);
+                      }
+                      store->SyncAsync({id}, [c, length](Status s) {
+                        if (!s.ok())
+                          return c->ReplyError(s);
+                        pb::WriteResp resp;
+                        resp.set_object_length(length);
+                        c->Reply(resp);
+                      });
+                    });
+}
+
+void OssServer::HandleRead(net::ServerCall call) {
+  pb::ReadReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  if (req.length() > kMaxReadLength) {
+    return call.ReplyError(Status::InvalidArgument(
+        fmt::format("read of {} bytes; at most {} per request", req.length(), kMaxReadLength)));
+  }
+  const uint64_t bytes = AlignUp(req.length(), kBlockSize) + 2 * kBlockSize;
+  if (!AcquireBudget(bytes))
+    return call.ReplyError(Busy());
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  store->ReadAsync(
+      net::FromPb(req.obj()), req.offset(), req.length(), [this, c, bytes](Result<ReadResult> r) {
+        if (!r.ok()) {
+          ReleaseBudget(bytes);
+          return c->ReplyError(r.status());
+        }
+        pb::ReadResp resp;
+        resp.set_aligned_offset(r->aligned_offset);
+        resp.set_object_length(r->object_length);
+        resp.set_exists(r->exists);
+        resp.mutable_block_crcs()->Add(r->block_crcs.begin(), r->block_crcs.end());
+        auto hold = std::make_shared<BudgetHold>();
+        hold->release = [this, bytes] { ReleaseBudget(bytes); };
+        hold->data = r->data;
+        // The read buffer goes out as the data segment as is (no copy).
+        c->Reply(resp, {net::ConstSpan{r->data->data(), r->data->size()}}, std::move(hold));
+      });
+}
+
+void OssServer::HandleSync(net::ServerCall call) {
+  pb::SyncReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  std::vector<ObjectId> ids;
+  ids.reserve(req.objs_size());
+  for (const auto& o : req.objs())
+    ids.push_back(net::FromPb(o));
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  store->SyncAsync(std::move(ids), [c](Status s) {
+    if (!s.ok())
+      return c->ReplyError(s);
+    c->Reply(pb::SyncResp());
+  });
+}
+
+void OssServer::HandlePunch(net::ServerCall call) {
+  pb::PunchReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  store->PunchAsync(net::FromPb(req.obj()), req.length(), [c](Status s) {
+    if (!s.ok())
+      return c->ReplyError(s);
+    c->Reply(pb::PunchResp());
+  });
+}
+
+void OssServer::HandleDestroy(net::ServerCall call) {
+  pb::DestroyReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  store->DestroyAsync(net::FromPb(req.obj()), [c](Status s) {
+    if (!s.ok())
+      return c->ReplyError(s);
+    c->Reply(pb::DestroyResp());
+  });
+}
+
+void OssServer::HandleObjStat(net::ServerCall call) {
+  pb::ObjStatReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  store->StatAsync(net::FromPb(req.obj()), [c](Result<ObjStat> r) {
+    if (!r.ok())
+      return c->ReplyError(r.status());
+    pb::ObjStatResp resp;
+    resp.set_exists(r->exists);
+    resp.set_length(r->length);
+    c->Reply(resp);
+  });
+}
+
+namespace {
+
+void FillOstInfo(uint32_t index, const std::string& addr, const io::FsStat& fs, pb::OstInfo* out) {
+  out->set_index(index);
+  out->set_oss_addr(addr);
+  out->set_capacity(fs.capacity);
+  out->set_free(fs.free);
+  out->set_state(fs.free < kFullThreshold ? 2 : 0);
+  out->set_device_id(fs.device_id);
+}
+
+}  // namespace
+
+void OssServer::HandleStatfs(net::ServerCall call) {
+  pb::OstStatfsReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  // statvfs can block on a busy file system: not on the network thread.
+  bool queued = pool_->TrySubmit([this, c, store] {
+    Result<io::FsStat> fs = store->Statfs();
+    if (!fs.ok())
+      return c->ReplyError(fs.status());
+    pb::OstStatfsResp resp;
+    FillOstInfo(store->index(), ServedAddr(), *fs, resp.mutable_info());
+    c->Reply(resp);
+  });
+  if (!queued)
+    c->ReplyError(Busy());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration and heartbeats.
+
+void OssServer::HeartbeatLoop() {
+  const std::string addr = ServedAddr();
+  std::shared_ptr<net::RpcChannel> mds;
+  std::vector<uint64_t> done_tasks;  // run, not yet acknowledged to the MDS
+  uint32_t interval_ms = std::max<uint32_t>(options_.heartbeat_ms, 10);
+  uint32_t backoff_ms = 50;
+  auto fill_osts = [&](google::protobuf::RepeatedPtrField<pb::OstInfo>* out) {
+    for (const auto& [index, store] : osts_) {
+      Result<io::FsStat> fs = store->Statfs();
+      if (!fs.ok()) {
+        LOG_WARN("{}", fs.status().ToString());
+        continue;
+      }
+      FillOstInfo(index, addr, *fs, out->Add());
+    }
+  };
+  // Waits `ms` or until Stop; returns false when stopping.
+  auto wait = [&](uint32_t ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return !cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stopping_; });
+  };
+  auto fail = [&](const Status& s, const char* what) {
+    if (registered_.exchange(false) || backoff_ms == 50) {
+      LOG_WARN("MDS {} {}: {}; retrying", options_.mds.ToString(), what, s.ToString());
+    }
+    mds.reset();
+    uint32_t ms = backoff_ms;
+    backoff_ms = std::min<uint32_t>(backoff_ms * 2, std::max<uint32_t>(interval_ms, 2000));
+    return wait(ms);
+  };
+
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_)
+        return;
+    }
+    if (mds == nullptr || !mds->connected()) {
+      net::ChannelOptions co;
+      co.secret = options_.secret;
+      co.key_id = options_.key_id;
+      co.role = net::Role::kOss;
+      co.connect_timeout_ms = 2000;
+      Result<std::shared_ptr<net::RpcChannel>> ch =
+          net::RpcChannel::Connect(loop_.get(), options_.mds, co);
+      if (!ch.ok()) {
+        if (!fail(ch.status(), "unreachable"))
+          return;
+        continue;
+      }
+      mds = *ch;
+      pb::RegisterOssReq req;
+      req.set_oss_addr(addr);
+      req.set_cluster_uuid(options_.cluster_uuid);
+      fill_osts(req.mutable_osts());
+      pb::RegisterOssResp resp;
+      Status st = mds->CallMsg(net::MsgType::kRegisterOss, req, &resp, 5000);
+      if (!st.ok()) {
+        if (!fail(st, "refused registration"))
+          return;
+        continue;
+      }
+      if (resp.heartbeat_ms() > 0)
+        interval_ms = std::max<uint32_t>(resp.heartbeat_ms(), 10);
+      registered_ = true;
+      backoff_ms = 50;
+      LOG_INFO("registered {} OST(s) at {} with the MDS at {}", osts_.size(), addr,
+               options_.mds.ToString());
+    }
+    if (!wait(interval_ms))
+      return;
+
+    pb::HeartbeatReq req;
+    req.set_oss_addr(addr);
+    fill_osts(req.mutable_osts());
+    for (uint64_t id : done_tasks)
+      req.add_done_task_ids(id);
+    pb::HeartbeatResp resp;
+    Status st = mds->CallMsg(net::MsgType::kHeartbeat, req, &resp, 5000);
+    if (!st.ok()) {
+      if (!fail(st, "heartbeat failed"))
+        return;
+      continue;
+    }
+    heartbeats_.fetch_add(1);
+    done_tasks.clear();
+    for (const pb::OstTask& task : resp.tasks()) {
+      OstStore* store = FindOst(task.ost());
+      if (store == nullptr) {
+        LOG_WARN("MDS sent task {} for OST {}, which is not served here", task.id(), task.ost());
+        continue;
+      }
+      const ObjectId obj = net::FromPb(task.obj());
+      Status ts;
+      if (task.kind() == kTaskDestroy) {
+        ts = store->Destroy(obj);
+      } else if (task.kind() == kTaskPunch) {
+        ts = store->Punch(obj, task.length());
+      } else {
+        ts = Status::InvalidArgument(fmt::format("unknown task kind {}", task.kind()));
+      }
+      // Tasks are idempotent; a failed one is not acknowledged, so the MDS sends it again.
+      if (ts.ok()) {
+        done_tasks.push_back(task.id());
+      } else {
+        LOG_WARN("OST {} task {} on {}: {}", task.ost(), task.id(), obj.FileName(), ts.ToString());
+      }
+    }
+  }
+}
+
+}  // namespace ciuic::oss

@@ -1,0 +1,403 @@
+// OssServer end to end over real TCP: a client channel for the data path and a small MDS
+// stand-in (a real RpcServer) that takes registrations and heartbeats and hands out tasks.
+#include "oss/oss_server.h"
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "ciuic.pb.h"
+#include "common/crc32c.h"
+#include "net/pb_convert.h"
+#include "net/rpc.h"
+
+namespace ciuic::oss {
+namespace {
+
+constexpr char kSecret[] = "0123456789abcdef0123456789abcdef";
+constexpr char kUuid[] = "8c4e1f60-2d7e-4c5e-9a3b-1f2e3d4c5b6a";
+
+bool WaitFor(const std::function<bool()>& pred,
+             std::chrono::seconds timeout = std::chrono::seconds(20)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline)
+      return pred();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v)
+    b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// What the MDS side of registration needs: records registrations, heartbeats and acknowledged
+// tasks, and hands out queued tasks.
+class FakeMds {
+ public:
+  explicit FakeMds(uint16_t port = 0) {
+    net::RpcServer::Options o;
+    o.port = port;
+    o.secret = kSecret;
+    o.cluster_uuid = kUuid;
+    o.name = "fake-mds";
+    server_ = std::make_unique<net::RpcServer>(o);
+    server_->Register(net::MsgType::kRegisterOss,
+                      [this](net::ServerCall c) {
+                        pb::RegisterOssReq req;
+                        ASSERT_TRUE(c.ParseBody(&req).ok());
+                        std::lock_guard<std::mutex> lock(mu_);
+                        registrations_.push_back(req);
+                        pb::RegisterOssResp resp;
+                        resp.set_heartbeat_ms(20);
+                        c.Reply(resp);
+                      },
+                      {net::Role::kOss});
+    server_->Register(net::MsgType::kHeartbeat,
+                      [this](net::ServerCall c) {
+                        pb::HeartbeatReq req;
+                        ASSERT_TRUE(c.ParseBody(&req).ok());
+                        pb::HeartbeatResp resp;
+                        std::lock_guard<std::mutex> lock(mu_);
+                        ++heartbeats_;
+                        last_heartbeat_ = req;
+                        for (uint64_t id : req.done_task_ids())
+                          done_.insert(id);
+                        for (const auto& t : tasks_) {
+                          if (done_.count(t.id()) == 0)
+                            *resp.add_tasks() = t;
+                        }
+                        c.Reply(resp);
+                      },
+                      {net::Role::kOss});
+  }
+  Status Start() { return server_->Start(); }
+  uint16_t port() const { return server_->port(); }
+  void AddTask(const pb::OstTask& t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(t);
+  }
+  bool Done(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_.count(id) != 0;
+  }
+  size_t registrations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_.size();
+  }
+  pb::RegisterOssReq last_registration() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_.back();
+  }
+  uint64_t heartbeats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return heartbeats_;
+  }
+
+ private:
+  std::unique_ptr<net::RpcServer> server_;
+  std::mutex mu_;
+  std::vector<pb::RegisterOssReq> registrations_;
+  pb::HeartbeatReq last_heartbeat_;
+  uint64_t heartbeats_ = 0;
+  std::vector<pb::OstTask> tasks_;
+  std::set<uint64_t> done_;
+};
+
+class OssServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ciuic-oss-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    mds_ = std::make_unique<FakeMds>();
+    ASSERT_TRUE(mds_->Start().ok());
+    mds_port_ = mds_->port();
+  }
+  void TearDown() override {
+    channel_.reset();
+    server_.reset();
+    mds_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  OssServer::Options ServerOptions() {
+    OssServer::Options o;
+    o.osts = {{0, dir_ + "/ost0"}, {5, dir_ + "/ost5"}};
+    o.mds = HostPort{"127.0.0.1", mds_port_};
+    o.secret = kSecret;
+    o.cluster_uuid = kUuid;
+    o.heartbeat_ms = 20;
+    return o;
+  }
+  void StartServer() {
+    server_ = std::make_unique<OssServer>(ServerOptions());
+    Status st = server_->Start();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    net::ChannelOptions co;
+    co.secret = kSecret;
+    auto ch = net::RpcChannel::Connect(&loop_, HostPort{"127.0.0.1", server_->port()}, co);
+    ASSERT_TRUE(ch.ok()) << ch.status().ToString();
+    channel_ = *ch;
+  }
+  Result<uint64_t> Write(uint32_t ost,
+                         const ObjectId& id,
+                         uint64_t off,
+                         const std::vector<uint8_t>& data,
+                         bool sync = false) {
+    pb::WriteReq req;
+    req.set_ost(ost);
+    net::ToPb(id, req.mutable_obj());
+    req.set_offset(off);
+    req.set_sync(sync);
+    auto r = channel_->Call(net::MsgType::kWrite, req, {net::ConstSpan{data.data(), data.size()}});
+    if (!r.ok())
+      return r.status();
+    pb::WriteResp resp;
+    EXPECT_TRUE(net::Parse(r->body, &resp, "WriteResp").ok());
+    return resp.object_length();
+  }
+  // Reads and verifies every block against its two slot checksums, as a client would.
+  Result<std::vector<uint8_t>> Read(
+      uint32_t ost, const ObjectId& id, uint64_t off, uint64_t len, pb::ReadResp* out = nullptr) {
+    pb::ReadReq req;
+    req.set_ost(ost);
+    net::ToPb(id, req.mutable_obj());
+    req.set_offset(off);
+    req.set_length(len);
+    auto r = channel_->Call(net::MsgType::kRead, req);
+    if (!r.ok())
+      return r.status();
+    pb::ReadResp resp;
+    EXPECT_TRUE(net::Parse(r->body, &resp, "ReadResp").ok());
+    EXPECT_FALSE(r->data_in_dest);
+    const uint8_t* data = r->data.data();
+    size_t blocks = r->data_len / 4096;
+    EXPECT_EQ(r->data_len % 4096, 0u);
+    EXPECT_EQ(static_cast<size_t>(resp.block_crcs_size()), blocks * 2);
+    for (size_t b = 0; b < blocks && static_cast<size_t>(resp.block_crcs_size()) == blocks * 2;
+         ++b) {
+      uint32_t c = Crc32c(data + b * 4096, 4096);
+      EXPECT_TRUE(c == resp.block_crcs(2 * b) || c == resp.block_crcs(2 * b + 1)) << "block " << b;
+    }
+    if (out != nullptr)
+      *out = resp;
+    size_t skip = off - resp.aligned_offset();
+    return std::vector<uint8_t>(data + skip, data + skip + len);
+  }
+  template <typename Req, typename Resp>
+  Status Call(net::MsgType type, const Req& req, Resp* resp) {
+    return channel_->CallMsg(type, req, resp);
+  }
+
+  std::string dir_;
+  std::unique_ptr<FakeMds> mds_;
+  uint16_t mds_port_ = 0;
+  net::EventLoop loop_{1};
+  std::unique_ptr<OssServer> server_;
+  std::shared_ptr<net::RpcChannel> channel_;
+};
+
+ObjectId Obj(uint64_t seq) {
+  return ObjectId{Fid{seq, 0, 1}, 2, 3};
+}
+
+TEST_F(OssServerTest, WriteReadStatSyncOverTheWire) {
+  StartServer();
+  auto a = Bytes(1 << 20, 1);
+  auto len = Write(5, Obj(1), 0, a);
+  ASSERT_TRUE(len.ok()) << len.status().ToString();
+  EXPECT_EQ(*len, a.size());
+  auto b = Bytes(5000, 2);
+  len = Write(5, Obj(1), 1000, b, /*sync=*/true);
+  ASSERT_TRUE(len.ok());
+  std::memcpy(a.data() + 1000, b.data(), b.size());
+  pb::ReadResp resp;
+  auto got = Read(5, Obj(1), 0, a.size(), &resp);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, a);
+  EXPECT_TRUE(resp.exists());
+  EXPECT_EQ(resp.object_length(), a.size());
+  got = Read(5, Obj(1), 4000, 300);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, std::vector<uint8_t>(a.begin() + 4000, a.begin() + 4300));
+
+  pb::ObjStatReq sreq;
+  sreq.set_ost(5);
+  net::ToPb(Obj(1), sreq.mutable_obj());
+  pb::ObjStatResp sresp;
+  ASSERT_TRUE(Call(net::MsgType::kObjStat, sreq, &sresp).ok());
+  EXPECT_TRUE(sresp.exists());
+  EXPECT_EQ(sresp.length(), a.size());
+
+  pb::SyncReq yreq;
+  yreq.set_ost(5);
+  net::ToPb(Obj(1), yreq.add_objs());
+  pb::SyncResp yresp;
+  EXPECT_TRUE(Call(net::MsgType::kSync, yreq, &yresp).ok());
+
+  // Never-written objects read as zeros.
+  got = Read(0, Obj(2), 0, 8192, &resp);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(resp.exists());
+  EXPECT_EQ(*got, std::vector<uint8_t>(8192, 0));
+
+  pb::OstStatfsReq freq;
+  freq.set_ost(0);
+  pb::OstStatfsResp fresp;
+  ASSERT_TRUE(Call(net::MsgType::kOstStatfs, freq, &fresp).ok());
+  EXPECT_EQ(fresp.info().index(), 0u);
+  EXPECT_GT(fresp.info().capacity(), 0u);
+}
+
+TEST_F(OssServerTest, PunchDestroyAndUnknownOst) {
+  StartServer();
+  auto a = Bytes(20000, 3);
+  ASSERT_TRUE(Write(0, Obj(3), 0, a).ok());
+  pb::PunchReq preq;
+  preq.set_ost(0);
+  net::ToPb(Obj(3), preq.mutable_obj());
+  preq.set_length(6000);
+  pb::PunchResp presp;
+  ASSERT_TRUE(Call(net::MsgType::kPunch, preq, &presp).ok());
+  pb::ReadResp resp;
+  auto got = Read(0, Obj(3), 0, 8192, &resp);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(resp.object_length(), 6000u);
+  EXPECT_TRUE(std::equal(got->begin(), got->begin() + 6000, a.begin()));
+  EXPECT_TRUE(std::all_of(got->begin() + 6000, got->end(), [](uint8_t c) { return c == 0; }));
+
+  pb::DestroyReq dreq;
+  dreq.set_ost(0);
+  net::ToPb(Obj(3), dreq.mutable_obj());
+  pb::DestroyResp dresp;
+  ASSERT_TRUE(Call(net::MsgType::kDestroy, dreq, &dresp).ok());
+  EXPECT_EQ(Write(0, Obj(3), 0, a).status().code(), StatusCode::kStale);
+
+  EXPECT_EQ(Write(9, Obj(4), 0, a).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Read(9, Obj(4), 0, 10).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(OssServerTest, ManyConcurrentWritesAndReads) {
+  StartServer();
+  constexpr int kOps = 64;
+  constexpr size_t kSize = 256 << 10;
+  std::vector<std::vector<uint8_t>> data;
+  for (int i = 0; i < kOps; ++i)
+    data.push_back(Bytes(kSize, 100 + i));
+  std::mutex mu;
+  int remaining = kOps;
+  int failures = 0;
+  for (int i = 0; i < kOps; ++i) {
+    pb::WriteReq req;
+    req.set_ost(i % 2 == 0 ? 0 : 5);
+    net::ToPb(Obj(10 + i % 4), req.mutable_obj());
+    req.set_offset(uint64_t(i / 4) * kSize);
+    channel_->CallAsync(net::MsgType::kWrite, req, {net::ConstSpan{data[i].data(), kSize}}, {},
+                        [&](Result<net::Reply> r) {
+                          std::lock_guard<std::mutex> lock(mu);
+                          if (!r.ok())
+                            ++failures;
+                          --remaining;
+                        });
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return remaining == 0;
+  }));
+  EXPECT_EQ(failures, 0);
+  for (int i = 0; i < kOps; ++i) {
+    auto got = Read(i % 2 == 0 ? 0 : 5, Obj(10 + i % 4), uint64_t(i / 4) * kSize, kSize);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(*got, data[i]) << i;
+  }
+}
+
+TEST_F(OssServerTest, RegistersHeartbeatsAndRunsTasks) {
+  StartServer();
+  ASSERT_TRUE(WaitFor([&] { return mds_->registrations() >= 1 && mds_->heartbeats() >= 2; }));
+  pb::RegisterOssReq reg = mds_->last_registration();
+  EXPECT_EQ(reg.cluster_uuid(), kUuid);
+  EXPECT_EQ(reg.oss_addr(), "127.0.0.1:" + std::to_string(server_->port()));
+  ASSERT_EQ(reg.osts_size(), 2);
+  EXPECT_EQ(reg.osts(0).index(), 0u);
+  EXPECT_EQ(reg.osts(1).index(), 5u);
+  EXPECT_GT(reg.osts(0).capacity(), 0u);
+  EXPECT_EQ(reg.osts(0).device_id(), reg.osts(1).device_id());
+
+  auto a = Bytes(10000, 4);
+  ASSERT_TRUE(Write(5, Obj(20), 0, a).ok());
+  ASSERT_TRUE(Write(5, Obj(21), 0, a).ok());
+  pb::OstTask destroy;
+  destroy.set_id(7);
+  destroy.set_ost(5);
+  net::ToPb(Obj(20), destroy.mutable_obj());
+  destroy.set_kind(1);
+  pb::OstTask punch;
+  punch.set_id(8);
+  punch.set_ost(5);
+  net::ToPb(Obj(21), punch.mutable_obj());
+  punch.set_kind(2);
+  punch.set_length(100);
+  mds_->AddTask(destroy);
+  mds_->AddTask(punch);
+  ASSERT_TRUE(WaitFor([&] { return mds_->Done(7) && mds_->Done(8); }));
+  EXPECT_EQ(Write(5, Obj(20), 0, a).status().code(), StatusCode::kStale);
+  pb::ReadResp resp;
+  ASSERT_TRUE(Read(5, Obj(21), 0, 100, &resp).ok());
+  EXPECT_EQ(resp.object_length(), 100u);
+}
+
+TEST_F(OssServerTest, ReregistersWhenTheMdsRestarts) {
+  StartServer();
+  ASSERT_TRUE(WaitFor([&] { return server_->registered(); }));
+  uint16_t port = mds_->port();
+  mds_.reset();
+  ASSERT_TRUE(WaitFor([&] { return !server_->registered(); }));
+  mds_ = std::make_unique<FakeMds>(port);
+  ASSERT_TRUE(mds_->Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return mds_->registrations() >= 1 && mds_->heartbeats() >= 1; }));
+  EXPECT_TRUE(server_->registered());
+}
+
+TEST_F(OssServerTest, StartsWhileTheMdsIsDown) {
+  uint16_t port = mds_->port();
+  mds_.reset();
+  StartServer();
+  ASSERT_TRUE(Write(0, Obj(30), 0, Bytes(100, 5)).ok());  // serves data meanwhile
+  mds_ = std::make_unique<FakeMds>(port);
+  ASSERT_TRUE(mds_->Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return server_->registered(); }));
+}
+
+TEST_F(OssServerTest, StartFailsClearlyOnABusyOrForeignOst) {
+  StartServer();
+  OssServer second(ServerOptions());
+  Status st = second.Start();
+  ASSERT_EQ(st.code(), StatusCode::kBusy) << st.ToString();
+  EXPECT_NE(st.message().find("in use by another process"), std::string::npos);
+  server_.reset();
+  OssServer::Options o = ServerOptions();
+  o.cluster_uuid = "00000000-0000-4000-8000-000000000000";
+  OssServer foreign(o);
+  st = foreign.Start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("belongs to another cluster"), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+}  // namespace ciuic::oss
