@@ -386,7 +386,8 @@ void ClientConn::TryComplete(uint64_t id) {
 // EventLoop
 
 struct EventLoop::Impl {
-  asio::io_context ctx{1};
+  explicit Impl(int threads) : ctx(std::max(1, threads)) {}
+  asio::io_context ctx;  // concurrency hint: the number of threads
   std::shared_ptr<detail::Registry> registry = std::make_shared<detail::Registry>();
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
@@ -394,7 +395,7 @@ struct EventLoop::Impl {
   std::atomic<bool> stopped{false};
 };
 
-EventLoop::EventLoop(int threads) : impl_(std::make_unique<Impl>()) {
+EventLoop::EventLoop(int threads) : impl_(std::make_unique<Impl>(threads)) {
   impl_->work.emplace(impl_->ctx.get_executor());
   for (int i = 0; i < std::max(1, threads); ++i) {
     impl_->threads.emplace_back([ctx = &impl_->ctx] {

@@ -156,7 +156,9 @@ TEST_F(RpcTest, ServerReceivesDataInAlignedBuffer) {
 }
 
 TEST_F(RpcTest, ManyConcurrentPipelinedCallsFromSeveralThreads) {
-  StartServer();
+  auto o = ServerOptions();
+  o.io_threads = 2;
+  StartServer(o);
   auto ch = Connect();
   ASSERT_NE(ch, nullptr);
   constexpr int kThreads = 4;

@@ -412,9 +412,10 @@ void ServerCall::ReplyError(const Status& status) {
 // RpcServer
 
 struct RpcServer::Impl {
+  explicit Impl(int threads) : ctx(std::max(1, threads)) {}
   std::shared_ptr<detail::ServerShared> shared = std::make_shared<detail::ServerShared>();
   // The io_context must outlive every asio object below, so it is declared first.
-  asio::io_context ctx{1};
+  asio::io_context ctx;  // concurrency hint: the number of threads
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::optional<detail::Strand> accept_strand;
   std::optional<asio::ip::tcp::acceptor> acceptor;
@@ -425,7 +426,7 @@ struct RpcServer::Impl {
   bool stopped = false;
 };
 
-RpcServer::RpcServer(Options options) : impl_(std::make_unique<Impl>()) {
+RpcServer::RpcServer(Options options) : impl_(std::make_unique<Impl>(options.io_threads)) {
   impl_->shared->opts = std::move(options);
   impl_->shared->pool = std::make_shared<detail::BufferPool>(impl_->shared->opts.buffer_pool_bytes);
 }
