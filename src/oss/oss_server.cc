@@ -79,7 +79,6 @@ Status OssServer::Start() {
   rpc_ = std::make_unique<net::RpcServer>(std::move(ro));
   RegisterHandlers();
   CIUIC_RETURN_IF_ERROR(rpc_->Start());
-  LOG_INFO("OSS listening on {}", ServedAddr());
 
   loop_ = std::make_unique<net::EventLoop>(1);
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });

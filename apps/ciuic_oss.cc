@@ -1,0 +1,169 @@
+// ciuic-oss: serves OSTs (object storage targets) of a ciuic cluster.
+//
+//   ciuic-oss --ost 0:/data/ost0 --ost 1:/data/ost1 --cluster-file cluster.conf
+//             [--listen 127.0.0.1:0] [--io-engine auto|io_uring|posix] [--log FILE]
+//             [--port-file FILE] [--heartbeat-ms 1000]
+//
+// Runs until SIGINT or SIGTERM, then stops cleanly (syncs, writes each OST's clean-shutdown
+// marker). Every failure is one line on stderr and exit status 1.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "common/config.h"
+#include "common/logging.h"
+#include "io/io_engine.h"
+#include "oss/oss_server.h"
+
+namespace {
+
+int Fail(const std::string& msg) {
+  fmt::print(stderr, "ciuic-oss: {}\n", msg);
+  return 1;
+}
+
+// Parses "INDEX:DIR".
+ciuic::Result<std::pair<uint32_t, std::string>> ParseOst(const std::string& spec) {
+  size_t colon = spec.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == spec.size()) {
+    return ciuic::Status::InvalidArgument(fmt::format("--ost '{}': want INDEX:DIR", spec));
+  }
+  std::string index = spec.substr(0, colon);
+  if (index.size() > 9 || index.find_first_not_of("0123456789") != std::string::npos) {
+    return ciuic::Status::InvalidArgument(fmt::format("--ost '{}': bad OST index", spec));
+  }
+  return std::make_pair(static_cast<uint32_t>(std::stoul(index)), spec.substr(colon + 1));
+}
+
+// Writes `port` to `path` atomically (temp file + rename) so readers never see half a file.
+ciuic::Status WritePortFile(const std::string& path, uint16_t port) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    out.flush();
+    if (!out)
+      return ciuic::Status::IoError("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    return ciuic::Status::IoError(fmt::format("rename {} -> {}: {}", tmp, path, ec.message()));
+  return ciuic::Status::OK();
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"ciuic-oss: serves OSTs of a ciuic cluster"};
+  std::vector<std::string> ost_specs;
+  std::string listen = "127.0.0.1:0";
+  std::string cluster_file;
+  std::string io_engine = "auto";
+  std::string log_file;
+  std::string port_file;
+  uint32_t heartbeat_ms = 1000;
+  app.add_option("--ost", ost_specs, "an OST to serve, INDEX:DIR (repeatable)")->required();
+  app.add_option("--listen", listen, "HOST:PORT to serve on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--cluster-file", cluster_file,
+                 "cluster file (secret, key id, uuid, MDS address); default $CIUIC_CLUSTER or "
+                 "~/ciuic/cluster.conf");
+  app.add_option("--io-engine", io_engine, "disk IO engine: auto, io_uring or posix")
+      ->capture_default_str();
+  app.add_option("--log", log_file, "append logs to FILE instead of stderr");
+  app.add_option("--port-file", port_file, "write the bound port to FILE once serving");
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval to the MDS")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return Fail(e.what());
+  }
+
+  ciuic::oss::OssServer::Options o;
+  for (const std::string& spec : ost_specs) {
+    auto ost = ParseOst(spec);
+    if (!ost.ok())
+      return Fail(ost.status().message());
+    o.osts.push_back(*ost);
+  }
+  // HostPort::Parse wants a real port; ":0" (any free port) is valid here.
+  bool any_port = listen.size() > 2 && listen.compare(listen.size() - 2, 2, ":0") == 0;
+  auto hp = ciuic::HostPort::Parse(any_port ? listen.substr(0, listen.size() - 1) + "1" : listen);
+  if (!hp.ok())
+    return Fail(fmt::format("--listen: {}", hp.status().message()));
+  o.host = hp->host;
+  o.port = any_port ? 0 : hp->port;
+  auto kind = ciuic::io::ParseIoEngineKind(io_engine);
+  if (!kind.ok())
+    return Fail(kind.status().message());
+  o.io_engine = *kind;
+  if (heartbeat_ms == 0)
+    return Fail("--heartbeat-ms must be positive");
+  o.heartbeat_ms = heartbeat_ms;
+  auto path = ciuic::FindClusterFile(cluster_file);
+  if (!path.ok())
+    return Fail(path.status().message());
+  auto cf = ciuic::ClusterFile::Load(*path);
+  if (!cf.ok())
+    return Fail(fmt::format("cluster file {}: {}", *path, cf.status().message()));
+  o.secret = cf->SecretBytes();
+  o.key_id = cf->key_id;
+  o.cluster_uuid = cf->cluster_uuid;
+  o.mds = cf->mds;
+
+  if (!log_file.empty())
+    ciuic::log::SetFile(log_file);
+  ciuic::log::SetName("oss");
+  if (!log_file.empty() && std::getenv("CIUIC_LOG_LEVEL") == nullptr) {
+    // With a file to write to, the server's life cycle (info) is worth keeping.
+    ciuic::log::SetLevel(ciuic::log::Level::kInfo);
+  }
+
+  // Block the stop signals in every thread (the server's threads inherit the mask) and wait for
+  // them here.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ciuic::oss::OssServer server(o);
+  ciuic::Status st = server.Start();
+  if (!st.ok())
+    return Fail(st.message());
+  if (!port_file.empty()) {
+    st = WritePortFile(port_file, server.port());
+    if (!st.ok())
+      return Fail(st.message());
+  }
+  LOG_INFO("ciuic-oss serving {} OST(s) on {}:{}", o.osts.size(), o.host, server.port());
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  LOG_INFO("signal {}: stopping", sig);
+  server.Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    return Fail(e.what());
+  }
+}
