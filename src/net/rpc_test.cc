@@ -537,5 +537,77 @@ TEST_F(RpcTest, IdleConnectionsAreClosedWhenConfigured) {
             StatusCode::kUnavailable);
 }
 
+// A timed-out request that is still queued is never sent and fails at once; one whose write has
+// started keeps its out_data referenced, so its callback waits for the write to end (here: the
+// server stopped reading, so the client's stall watchdog ends the connection).
+TEST_F(RpcTest, TimeoutOfQueuedAndOfPartlyWrittenRequests) {
+  auto so = ServerOptions();
+  so.max_inflight_per_conn = 1;
+  StartServer(so);
+  auto co = ClientOptions();
+  co.stall_timeout_ms = 300;
+  auto ch = Connect(co);
+  ASSERT_NE(ch, nullptr);
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::vector<StatusCode> codes(3, StatusCode::kOk);
+  auto record = [&](int i, const char* name) {
+    return [&, i, name](Result<Reply> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(name);
+      codes[i] = r.status().code();
+    };
+  };
+  // A parks on the server, which then stops reading this connection.
+  ch->CallAsync(MsgType::kRead, pb::ReadReq(), {}, {}, record(0, "A"));
+  ASSERT_TRUE(WaitFor([&] { return parking_.size() == 1; }));
+  // B's 40 MiB cannot all fit in the socket buffers: its write stays in progress.
+  std::vector<uint8_t> big(40 << 20, 0x42);
+  ch->CallAsync(MsgType::kGetXattr, EchoReq("B"), {ConstSpan{big.data(), big.size()}}, {},
+                record(1, "B"), 100);
+  // C waits in the queue behind B.
+  ch->CallAsync(MsgType::kGetXattr, EchoReq("C"), {}, {}, record(2, "C"), 100);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return order.size() == 3;
+  }));
+  EXPECT_EQ(order[0], "C");
+  EXPECT_EQ(codes[2], StatusCode::kTimedOut);
+  EXPECT_EQ(codes[1], StatusCode::kTimedOut);
+  EXPECT_EQ(codes[0], StatusCode::kUnavailable);
+  EXPECT_FALSE(ch->connected());
+}
+
+// Replies race with Stop(): every call ends (OK or kUnavailable), nothing crashes.
+TEST_F(RpcTest, RepliesFromWorkersRacingWithStop) {
+  ThreadPool workers(2, 100000, "workers");
+  auto o = ServerOptions();
+  server_ = std::make_unique<RpcServer>(o);
+  server_->Register(MsgType::kRead, [&](ServerCall c) {
+    auto held = std::make_shared<ServerCall>(std::move(c));
+    if (!workers.TrySubmit([held] { held->Reply(pb::ReadResp()); })) {
+      held->ReplyError(Status::Unavailable("busy"));
+    }
+  });
+  ASSERT_TRUE(server_->Start().ok());
+  auto ch = Connect();
+  ASSERT_NE(ch, nullptr);
+  constexpr int kCalls = 2000;
+  std::atomic<int> done{0};
+  std::atomic<int> unexpected{0};
+  for (int i = 0; i < kCalls; ++i) {
+    ch->CallAsync(MsgType::kRead, pb::ReadReq(), {}, {}, [&](Result<Reply> r) {
+      if (!r.ok() && r.status().code() != StatusCode::kUnavailable)
+        ++unexpected;
+      ++done;
+    });
+    if (i == kCalls / 2)
+      server_->Stop();
+  }
+  ASSERT_TRUE(WaitFor([&] { return done.load() == kCalls; }));
+  EXPECT_EQ(unexpected.load(), 0);
+  workers.Stop();
+}
+
 }  // namespace
 }  // namespace ciuic::net
