@@ -63,8 +63,9 @@ struct ClientOptions {
   int io_threads = 1;
   // Most data RPCs in flight per File (bounds memory and queueing; 0 = no limit).
   int max_inflight_per_file = 64;
-  // Lifetime of cached attributes and directory entries; 0 disables the cache (every Stat asks
-  // the MDS). Another client's changes may be seen this much later.
+  // Lifetime of cached Stat/Lstat results by path; 0 disables the cache (every Stat asks the
+  // MDS). Any mutation this client sends clears it; another client's changes may be seen this
+  // much later.
   int attr_cache_ms = 0;
   // Lifetime of cached directory path -> identity lookups used to find the parent of a path
   // (saves one MDS round trip per create/mkdir/unlink). Another client's rename of a directory

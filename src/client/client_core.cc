@@ -214,6 +214,8 @@ Status ClientCore::MdsCall(net::MsgType type,
     for (uint32_t g : options_.groups)
       ctx->add_groups(g);
   }
+  if (mutation)
+    ClearAttrCache();
   const int64_t deadline = MonoMillis() + options_.ost_retry_ms;
   bool reopened = false;
   for (int attempt = 0;; ++attempt) {
@@ -560,6 +562,45 @@ void ClientCore::PutDirCache(const std::string& path, const Fid& fid) {
   if (dir_cache_.size() >= 4096)
     dir_cache_.clear();
   dir_cache_[path] = {fid, MonoMillis() + options_.dentry_cache_ms};
+}
+
+bool ClientCore::LookupAttrCache(const std::string& key, FileStat* st) {
+  if (options_.attr_cache_ms <= 0)
+    return false;
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  auto it = attr_cache_.find(key);
+  if (it == attr_cache_.end())
+    return false;
+  if (it->second.second < MonoMillis()) {
+    attr_cache_.erase(it);
+    return false;
+  }
+  *st = it->second.first;
+  return true;
+}
+
+uint64_t ClientCore::AttrCacheGen() {
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  return attr_gen_;
+}
+
+void ClientCore::PutAttrCache(const std::string& key, const FileStat& st, uint64_t gen) {
+  if (options_.attr_cache_ms <= 0)
+    return;
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  if (gen != attr_gen_)
+    return;
+  if (attr_cache_.size() >= 16384)
+    attr_cache_.clear();
+  attr_cache_[key] = {st, MonoMillis() + options_.attr_cache_ms};
+}
+
+void ClientCore::ClearAttrCache() {
+  if (options_.attr_cache_ms <= 0)
+    return;
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  ++attr_gen_;
+  attr_cache_.clear();
 }
 
 void ClientCore::ClearDirCache() {

@@ -143,6 +143,14 @@ class ClientCore {
   void PutDirCache(const std::string& path, const Fid& fid);
   void ClearDirCache();
 
+  // Attribute cache for Stat/Lstat by path (attr_cache_ms). Every mutation this client sends
+  // clears it; `gen` (from AttrCacheGen() before the lookup RPC) keeps a reply that raced with a
+  // mutation out of the cache.
+  bool LookupAttrCache(const std::string& key, FileStat* st);
+  uint64_t AttrCacheGen();
+  void PutAttrCache(const std::string& key, const FileStat& st, uint64_t gen);
+  void ClearAttrCache();
+
   // Backoff before retry `attempt` (0-based), with jitter, in ms.
   static int64_t BackoffMs(int attempt);
 
@@ -205,6 +213,10 @@ class ClientCore {
 
   std::mutex dir_mu_;
   std::unordered_map<std::string, std::pair<Fid, int64_t>> dir_cache_;  // path -> (fid, expiry)
+
+  std::mutex attr_mu_;
+  uint64_t attr_gen_ = 0;
+  std::unordered_map<std::string, std::pair<FileStat, int64_t>> attr_cache_;
 };
 
 }  // namespace ciuic::client

@@ -249,11 +249,17 @@ Result<std::string> ClientImpl::ReadFile(const std::string& path) {
 // Attributes
 
 Result<FileStat> ClientImpl::StatImpl(const std::string& path, bool follow) {
-  pb::ResolvePathResp resp;
-  CIUIC_RETURN_IF_ERROR(FidOf(path, follow, &resp).status());
-  FileStat s = FileStatFromAttr(resp.attr());
+  const std::string key = (follow ? "F" : "L") + path;
+  FileStat s;
+  if (!core_->LookupAttrCache(key, &s)) {
+    const uint64_t gen = core_->AttrCacheGen();
+    pb::ResolvePathResp resp;
+    CIUIC_RETURN_IF_ERROR(FidOf(path, follow, &resp).status());
+    s = FileStatFromAttr(resp.attr());
+    core_->PutAttrCache(key, s, gen);
+  }
   // A File open here may hold writes the MDS has not heard of yet.
-  if (auto node = core_->FindNode(net::FromPb(resp.attr().fid()))) {
+  if (auto node = core_->FindNode(Fid{s.ino, s.fid_mds, s.fid_ver})) {
     std::lock_guard<std::mutex> lock(node->mu);
     if (node->size_dirty)
       s.size = std::max(s.size, node->size);
