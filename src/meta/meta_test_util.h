@@ -59,7 +59,8 @@ inline pb::ReqCtx Ctx(uint32_t uid = 0, uint32_t gid = 0, std::vector<uint32_t> 
   pb::ReqCtx c;
   c.set_uid(uid);
   c.set_gid(gid);
-  for (auto g : groups) c.add_groups(g);
+  for (auto g : groups)
+    c.add_groups(g);
   return c;
 }
 
@@ -69,26 +70,32 @@ inline pb::Fid PbFid(const Fid& f) {
   return o;
 }
 
-inline Fid F(const pb::Fid& f) { return net::FromPb(f); }
+inline Fid F(const pb::Fid& f) {
+  return net::FromPb(f);
+}
 
-#define ASSERT_OK(expr)                                          \
-  do {                                                           \
-    auto&& _s = (expr);                                          \
-    ASSERT_TRUE(_s.ok()) << ::ciuic::meta::testing::Str(_s);     \
+#define ASSERT_OK(expr)                                      \
+  do {                                                       \
+    auto&& _s = (expr);                                      \
+    ASSERT_TRUE(_s.ok()) << ::ciuic::meta::testing::Str(_s); \
   } while (0)
-#define EXPECT_CODE(expr, code_)                                                \
-  do {                                                                          \
-    auto&& _s = (expr);                                                         \
-    EXPECT_EQ(::ciuic::meta::testing::Code(_s), ::ciuic::StatusCode::code_)     \
-        << ::ciuic::meta::testing::Str(_s);                                     \
+#define EXPECT_CODE(expr, code_)                                            \
+  do {                                                                      \
+    auto&& _s = (expr);                                                     \
+    EXPECT_EQ(::ciuic::meta::testing::Code(_s), ::ciuic::StatusCode::code_) \
+        << ::ciuic::meta::testing::Str(_s);                                 \
   } while (0)
 
-inline std::string Str(const Status& s) { return s.ToString(); }
+inline std::string Str(const Status& s) {
+  return s.ToString();
+}
 template <typename T>
 std::string Str(const Result<T>& r) {
   return r.status().ToString();
 }
-inline StatusCode Code(const Status& s) { return s.code(); }
+inline StatusCode Code(const Status& s) {
+  return s.code();
+}
 template <typename T>
 StatusCode Code(const Result<T>& r) {
   return r.status().code();
@@ -104,7 +111,8 @@ class MetaTest : public ::testing::Test {
     auto kv = backend_.Make();
     ASSERT_NE(kv, nullptr);
     MetaOptions o = options_;
-    if (o.cluster_uuid.empty()) o.cluster_uuid = "test-cluster";
+    if (o.cluster_uuid.empty())
+      o.cluster_uuid = "test-cluster";
     auto r = MetaService::Open(std::move(kv), o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     svc_ = std::move(r).value();
@@ -116,7 +124,9 @@ class MetaTest : public ::testing::Test {
   MetaService& svc() { return *svc_; }
 
   // --- request helpers ---
-  Result<pb::MkdirResp> Mkdir(const pb::Fid& parent, const std::string& name, uint32_t mode = 0755,
+  Result<pb::MkdirResp> Mkdir(const pb::Fid& parent,
+                              const std::string& name,
+                              uint32_t mode = 0755,
                               pb::ReqCtx ctx = Ctx()) {
     pb::MkdirReq q;
     *q.mutable_ctx() = ctx;
@@ -125,8 +135,10 @@ class MetaTest : public ::testing::Test {
     q.set_mode(mode);
     return svc_->Mkdir(q);
   }
-  Result<pb::CreateResp> Create(const pb::Fid& parent, const std::string& name,
-                                uint32_t mode = 0644, pb::ReqCtx ctx = Ctx(),
+  Result<pb::CreateResp> Create(const pb::Fid& parent,
+                                const std::string& name,
+                                uint32_t mode = 0644,
+                                pb::ReqCtx ctx = Ctx(),
                                 bool exclusive = true) {
     pb::CreateReq q;
     *q.mutable_ctx() = ctx;
@@ -136,7 +148,8 @@ class MetaTest : public ::testing::Test {
     q.set_exclusive(exclusive);
     return svc_->Create(q);
   }
-  Result<pb::LookupResp> Lookup(const pb::Fid& parent, const std::string& name,
+  Result<pb::LookupResp> Lookup(const pb::Fid& parent,
+                                const std::string& name,
                                 pb::ReqCtx ctx = Ctx()) {
     pb::LookupReq q;
     *q.mutable_ctx() = ctx;
@@ -149,7 +162,9 @@ class MetaTest : public ::testing::Test {
     *q.mutable_fid() = fid;
     return svc_->GetAttr(q);
   }
-  Status Unlink(const pb::Fid& parent, const std::string& name, bool dir = false,
+  Status Unlink(const pb::Fid& parent,
+                const std::string& name,
+                bool dir = false,
                 pb::ReqCtx ctx = Ctx()) {
     pb::UnlinkReq q;
     *q.mutable_ctx() = ctx;
@@ -158,8 +173,12 @@ class MetaTest : public ::testing::Test {
     q.set_dir(dir);
     return svc_->Unlink(q).status();
   }
-  Status Rename(const pb::Fid& sp, const std::string& sn, const pb::Fid& dp,
-                const std::string& dn, uint32_t flags = 0, pb::ReqCtx ctx = Ctx()) {
+  Status Rename(const pb::Fid& sp,
+                const std::string& sn,
+                const pb::Fid& dp,
+                const std::string& dn,
+                uint32_t flags = 0,
+                pb::ReqCtx ctx = Ctx()) {
     pb::RenameReq q;
     *q.mutable_ctx() = ctx;
     *q.mutable_src_parent() = sp;
@@ -169,7 +188,8 @@ class MetaTest : public ::testing::Test {
     q.set_flags(flags);
     return svc_->Rename(q).status();
   }
-  Result<pb::ResolvePathResp> Resolve(const std::string& path, bool follow_last = true,
+  Result<pb::ResolvePathResp> Resolve(const std::string& path,
+                                      bool follow_last = true,
                                       pb::ReqCtx ctx = Ctx()) {
     pb::ResolvePathReq q;
     *q.mutable_ctx() = ctx;
@@ -178,7 +198,9 @@ class MetaTest : public ::testing::Test {
     return svc_->ResolvePath(q);
   }
   // Registers `n` OSTs (indexes 0..n-1) served by `addr`, each with `free` bytes free.
-  void RegisterOsts(int n, const std::string& addr = "oss0:7000", uint64_t free = 100ull << 30,
+  void RegisterOsts(int n,
+                    const std::string& addr = "oss0:7000",
+                    uint64_t free = 100ull << 30,
                     uint64_t device_base = 100) {
     pb::RegisterOssReq q;
     q.set_oss_addr(addr);
@@ -195,7 +217,8 @@ class MetaTest : public ::testing::Test {
   uint64_t CountCf(Cf cf) {
     auto it = svc_->TEST_kv()->NewIterator(cf, "");
     uint64_t n = 0;
-    for (it->Seek(""); it->Valid(); it->Next()) ++n;
+    for (it->Seek(""); it->Valid(); it->Next())
+      ++n;
     return n;
   }
 
@@ -203,7 +226,8 @@ class MetaTest : public ::testing::Test {
   // A world-writable directory "/pub" for tests acting as non-root users.
   pb::Fid Pub() {
     auto l = Lookup(root(), "pub");
-    if (l.ok()) return l->attr().fid();
+    if (l.ok())
+      return l->attr().fid();
     auto m = Mkdir(root(), "pub", 0777);
     EXPECT_TRUE(m.ok()) << m.status().ToString();
     return m.ok() ? m->attr().fid() : pb::Fid();

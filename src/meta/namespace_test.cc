@@ -509,7 +509,8 @@ TYPED_TEST(NamespaceTest, ConcurrentExclusiveCreatesOfOneNameHaveOneWinner) {
       }
     });
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   EXPECT_EQ(ok.load(), 20);
   EXPECT_EQ(exists.load(), 20 * (kThreads - 1));
 }
@@ -524,7 +525,8 @@ TYPED_TEST(NamespaceTest, AsyncMutationsAreGroupCommittedInOrder) {
     q.set_name(fmt::format("d{}", i));
     q.set_mode(0755);
     this->svc().MkdirAsync(q, [&](Result<pb::MkdirResp> r) {
-      if (!r.ok()) ++failed;
+      if (!r.ok())
+        ++failed;
       ++done;
     });
   }

@@ -1,0 +1,337 @@
+// Layout policy and OST placement: the adaptive table, PFL template, explicit and inherited
+// layouts, instantiation, OST choice and the OST map.
+#include <fcntl.h>
+
+#include <map>
+#include <set>
+
+#include "meta/layout_policy.h"
+#include "meta/meta_test_util.h"
+
+namespace ciuic::meta::testing {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+TEST(LayoutPolicyTest, NoHintGivesTheProgressiveTemplate) {
+  FileLayout l = AdaptiveLayout(0, false, 32);
+  ASSERT_EQ(l.components.size(), 3u);
+  EXPECT_TRUE(l.Validate().ok()) << l.Validate().ToString();
+  EXPECT_EQ(l.components[0].end, 64 * kMiB);
+  EXPECT_EQ(l.components[0].stripe_count, 1u);
+  EXPECT_EQ(l.components[1].start, 64 * kMiB);
+  EXPECT_EQ(l.components[1].end, kGiB);
+  EXPECT_EQ(l.components[1].stripe_count, 4u);
+  EXPECT_EQ(l.components[2].end, kLayoutEof);
+  EXPECT_EQ(l.components[2].stripe_count, 16u);
+  for (const auto& c : l.components)
+    EXPECT_EQ(c.stripe_size, kDefaultStripeSize);
+  EXPECT_EQ(l.pattern, 0u);
+  // Capped at the live OSTs.
+  FileLayout small = AdaptiveLayout(0, false, 3);
+  EXPECT_EQ(small.components[1].stripe_count, 3u);
+  EXPECT_EQ(small.components[2].stripe_count, 3u);
+  EXPECT_EQ(AdaptiveLayout(0, false, 0).components[2].stripe_count, 1u);
+}
+
+TEST(LayoutPolicyTest, SizeHintFollowsTheTable) {
+  auto count = [](uint64_t hint, bool random, uint32_t live = 64) {
+    FileLayout l = AdaptiveLayout(hint, random, live);
+    EXPECT_EQ(l.components.size(), 1u);
+    EXPECT_TRUE(l.Validate().ok());
+    return l.components[0].stripe_count;
+  };
+  EXPECT_EQ(count(1, false), 1u);
+  EXPECT_EQ(count(64 * kMiB - 1, false), 1u);
+  EXPECT_EQ(count(64 * kMiB - 1, true), 1u);
+  EXPECT_EQ(count(100 * kMiB, false), 1u);  // min(4, size/256MiB) but at least 1
+  EXPECT_EQ(count(512 * kMiB, false), 2u);
+  EXPECT_EQ(count(kGiB, false), 4u);
+  EXPECT_EQ(count(100 * kGiB, false), 4u);
+  EXPECT_EQ(count(128 * kMiB, true), 2u);  // min(16, size/64MiB)
+  EXPECT_EQ(count(kGiB, true), 16u);
+  EXPECT_EQ(count(100 * kGiB, true), 16u);
+  EXPECT_EQ(count(kGiB, true, 5), 5u);
+}
+
+TEST(LayoutPolicyTest, TemplatesDropOstsAndCapCounts) {
+  FileLayout l = AdaptiveLayout(0, false, 16);
+  l.components[0].osts = {3};
+  FileLayout t = AsTemplate(l);
+  EXPECT_EQ(t.pattern, 1u);
+  EXPECT_FALSE(t.components[0].instantiated());
+  FileLayout f = FromTemplate(t, 2);
+  EXPECT_EQ(f.components[2].stripe_count, 2u);
+}
+
+template <typename B>
+class PlacementTest : public MetaTest<B> {
+ protected:
+  Result<pb::CreateResp> CreateHint(const std::string& name, uint64_t hint, uint32_t flags = 0) {
+    pb::CreateReq q;
+    *q.mutable_parent() = this->root();
+    q.set_name(name);
+    q.set_mode(0644);
+    q.set_size_hint(hint);
+    q.set_open_flags(flags);
+    return this->svc().Create(q);
+  }
+};
+TYPED_TEST_SUITE(PlacementTest, Backends);
+
+TYPED_TEST(PlacementTest, CreateInstantiatesTheFirstComponentOnly) {
+  this->RegisterOsts(8);
+  auto c = this->Create(this->root(), "f");
+  ASSERT_OK(c);
+  const auto& l = c->layout();
+  ASSERT_EQ(l.components_size(), 3);
+  EXPECT_EQ(l.components(0).osts_size(), 1);
+  EXPECT_EQ(l.components(1).osts_size(), 0);
+  EXPECT_EQ(l.components(2).osts_size(), 0);
+  EXPECT_EQ(l.components(2).stripe_count(), 8u);
+  // Instantiate is idempotent and never changes what is placed.
+  pb::InstantiateReq q;
+  *q.mutable_fid() = c->attr().fid();
+  q.set_end(2 * kGiB);
+  auto i1 = this->svc().Instantiate(q);
+  ASSERT_OK(i1);
+  ASSERT_EQ(i1->layout().components_size(), 3);
+  EXPECT_EQ(i1->layout().components(0).osts(0), l.components(0).osts(0));
+  EXPECT_EQ(i1->layout().components(1).osts_size(), 4);
+  EXPECT_EQ(i1->layout().components(2).osts_size(), 8);
+  std::set<uint32_t> distinct(i1->layout().components(2).osts().begin(),
+                              i1->layout().components(2).osts().end());
+  EXPECT_EQ(distinct.size(), 8u);
+  auto i2 = this->svc().Instantiate(q);
+  ASSERT_OK(i2);
+  EXPECT_EQ(i2->layout().SerializeAsString(), i1->layout().SerializeAsString());
+  EXPECT_EQ(this->GetAttr(c->attr().fid())->layout().SerializeAsString(),
+            i1->layout().SerializeAsString());
+  EXPECT_TRUE(net::FromPb(i1->layout()).Validate().ok());
+}
+
+TYPED_TEST(PlacementTest, ConsecutiveSmallFilesSpreadOverOsts) {
+  this->RegisterOsts(4);
+  std::map<uint32_t, int> per_ost;
+  for (int i = 0; i < 8; ++i) {
+    auto c = this->CreateHint(fmt::format("s{}", i), 4096);
+    ASSERT_OK(c);
+    ASSERT_EQ(c->layout().components_size(), 1);
+    ASSERT_EQ(c->layout().components(0).osts_size(), 1);
+    ++per_ost[c->layout().components(0).osts(0)];
+  }
+  ASSERT_EQ(per_ost.size(), 4u);
+  for (const auto& [ost, n] : per_ost)
+    EXPECT_EQ(n, 2) << "OST " << ost;
+}
+
+TYPED_TEST(PlacementTest, SizeHintAndRandomFlagPickStripeCounts) {
+  this->RegisterOsts(16);
+  auto seq = this->CreateHint("seq", 2 * kGiB);
+  ASSERT_OK(seq);
+  EXPECT_EQ(seq->layout().components(0).stripe_count(), 4u);
+  EXPECT_EQ(seq->layout().components(0).osts_size(), 4);
+  auto rnd = this->CreateHint("rnd", 2 * kGiB, O_RDWR | kOpenFlagRandomAccess);
+  ASSERT_OK(rnd);
+  EXPECT_EQ(rnd->layout().components(0).stripe_count(), 16u);
+}
+
+TYPED_TEST(PlacementTest, FullAndDownOstsAreSkipped) {
+  this->RegisterOsts(2, "ossA:1");
+  pb::RegisterOssReq r;
+  r.set_oss_addr("ossB:1");
+  r.set_cluster_uuid("test-cluster");
+  auto* full = r.add_osts();
+  full->set_index(2);
+  full->set_capacity(1ull << 40);
+  full->set_free(10 * kMiB);  // under 64 MiB: full
+  ASSERT_OK(this->svc().RegisterOss(r));
+  auto map = this->svc().GetOstMap(pb::GetOstMapReq());
+  ASSERT_OK(map);
+  ASSERT_EQ(map->osts_size(), 3);
+  EXPECT_EQ(map->osts(2).state(), kOstFull);
+  EXPECT_EQ(map->osts(2).oss_addr(), "ossB:1");
+  for (int i = 0; i < 6; ++i) {
+    auto c = this->CreateHint(fmt::format("f{}", i), 1);
+    ASSERT_OK(c);
+    EXPECT_NE(c->layout().components(0).osts(0), 2u);
+  }
+  // ossA goes silent for more than 3 heartbeats while ossB keeps beating: only ossB's OST is
+  // left, and it is full, so nothing can be placed.
+  this->svc().TEST_AdvanceClock(3 * 1000 + 1);
+  pb::HeartbeatReq hb;
+  hb.set_oss_addr("ossB:1");
+  *hb.add_osts() = *full;
+  ASSERT_OK(this->svc().Heartbeat(hb));
+  ASSERT_OK(this->svc().TEST_Tick());
+  map = this->svc().GetOstMap(pb::GetOstMapReq());
+  EXPECT_EQ(map->osts(0).state(), kOstDown);
+  EXPECT_EQ(map->osts(1).state(), kOstDown);
+  auto none = this->CreateHint("none", 1);
+  ASSERT_OK(none);
+  EXPECT_EQ(none->layout().components(0).osts_size(), 0);  // placed later
+  pb::InstantiateReq q;
+  *q.mutable_fid() = none->attr().fid();
+  q.set_end(1);
+  EXPECT_CODE(this->svc().Instantiate(q), kUnavailable);
+  // ossB frees space: its OST takes new files.
+  hb.mutable_osts(0)->set_free(500ull << 30);
+  ASSERT_OK(this->svc().Heartbeat(hb));
+  auto placed = this->svc().Instantiate(q);
+  ASSERT_OK(placed);
+  EXPECT_EQ(placed->layout().components(0).osts(0), 2u);
+}
+
+TYPED_TEST(PlacementTest, ExplicitLayoutWinsAndIsValidated) {
+  this->RegisterOsts(4);
+  pb::CreateReq q;
+  *q.mutable_parent() = this->root();
+  q.set_name("x");
+  q.set_mode(0644);
+  auto* c = q.mutable_layout()->add_components();
+  c->set_start(0);
+  c->set_end(kLayoutEof);
+  c->set_stripe_size(4 * kMiB);
+  c->set_stripe_count(3);
+  q.set_size_hint(10 * kGiB);  // ignored: explicit wins
+  auto r = this->svc().Create(q);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->layout().pattern(), 1u);
+  EXPECT_EQ(r->layout().components(0).stripe_count(), 3u);
+  EXPECT_EQ(r->layout().components(0).stripe_size(), 4 * kMiB);
+  EXPECT_EQ(r->layout().components(0).osts_size(), 3);
+  q.set_name("bad");
+  c->set_stripe_size(1000);
+  EXPECT_CODE(this->svc().Create(q), kInvalidArgument);
+  c->set_stripe_size(kMiB);
+  c->add_osts(99);
+  c->set_stripe_count(1);
+  EXPECT_CODE(this->svc().Create(q), kInvalidArgument);  // unknown OST
+}
+
+TYPED_TEST(PlacementTest, DirectoryDefaultIsInheritedByFilesAndSubdirectories) {
+  this->RegisterOsts(4);
+  auto d = this->Mkdir(this->root(), "ckpt");
+  pb::SetLayoutReq s;
+  *s.mutable_fid() = d->attr().fid();
+  auto* c = s.mutable_layout()->add_components();
+  c->set_end(kLayoutEof);
+  c->set_stripe_size(2 * kMiB);
+  c->set_stripe_count(2);
+  c->add_osts(0);  // OSTs in a template are dropped
+  c->add_osts(1);
+  auto set = this->svc().SetLayout(s);
+  ASSERT_OK(set);
+  EXPECT_EQ(set->layout().components(0).osts_size(), 0);
+  auto f = this->Create(d->attr().fid(), "rank0");
+  ASSERT_OK(f);
+  EXPECT_EQ(f->layout().pattern(), 1u);
+  EXPECT_EQ(f->layout().components(0).stripe_count(), 2u);
+  EXPECT_EQ(f->layout().components(0).stripe_size(), 2 * kMiB);
+  EXPECT_EQ(f->layout().components(0).osts_size(), 2);
+  auto sub = this->Mkdir(d->attr().fid(), "step100");
+  auto g = this->Create(sub->attr().fid(), "rank1");
+  EXPECT_EQ(g->layout().components(0).stripe_count(), 2u);
+  // Non-owners may not set layouts.
+  *s.mutable_ctx() = Ctx(1000, 1000);
+  EXPECT_CODE(this->svc().SetLayout(s), kNotPermitted);
+}
+
+TYPED_TEST(PlacementTest, FileLayoutChangesOnlyBeforeData) {
+  this->RegisterOsts(4);
+  auto f = this->Create(this->root(), "f");
+  pb::SetLayoutReq s;
+  *s.mutable_fid() = f->attr().fid();
+  auto* c = s.mutable_layout()->add_components();
+  c->set_end(kLayoutEof);
+  c->set_stripe_size(kMiB);
+  c->set_stripe_count(4);
+  auto r = this->svc().SetLayout(s);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->layout().components(0).osts_size(), 4);
+  pb::UpdateSizeReq u;
+  *u.mutable_fid() = f->attr().fid();
+  u.set_size(1);
+  ASSERT_OK(this->svc().UpdateSize(u));
+  EXPECT_CODE(this->svc().SetLayout(s), kBusy);
+}
+
+TYPED_TEST(PlacementTest, FallocateIsASizeHint) {
+  this->RegisterOsts(8);
+  auto f = this->Create(this->root(), "shard");
+  ASSERT_EQ(f->layout().components_size(), 3);  // no hint at create
+  pb::FallocateReq q;
+  *q.mutable_fid() = f->attr().fid();
+  q.set_offset(0);
+  q.set_length(2 * kGiB);
+  q.set_keep_size(true);
+  auto r = this->svc().Fallocate(q);
+  ASSERT_OK(r);
+  ASSERT_EQ(r->layout().components_size(), 1);
+  EXPECT_EQ(r->layout().components(0).stripe_count(), 4u);
+  EXPECT_EQ(r->attr().size(), 0u);
+  q.set_keep_size(false);
+  r = this->svc().Fallocate(q);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->attr().size(), 2 * kGiB);
+  EXPECT_EQ(r->layout().components(0).stripe_count(), 4u);  // now fixed
+  q.set_length(0);
+  EXPECT_CODE(this->svc().Fallocate(q), kInvalidArgument);
+}
+
+TYPED_TEST(PlacementTest, TruncateOfANeverWrittenFileIsASizeHint) {
+  this->RegisterOsts(8);
+  auto f = this->Create(this->root(), "f");
+  pb::SetAttrReq t;
+  *t.mutable_fid() = f->attr().fid();
+  t.set_valid(8);
+  t.set_size(kGiB);
+  auto r = this->svc().SetAttr(t);
+  ASSERT_OK(r);
+  EXPECT_EQ(r->punches_size(), 0);
+  ASSERT_EQ(r->attr().size(), kGiB);
+  EXPECT_EQ(this->GetAttr(f->attr().fid())->layout().components(0).stripe_count(), 4u);
+}
+
+TYPED_TEST(PlacementTest, RegisterOssChecksTheCluster) {
+  pb::RegisterOssReq r;
+  r.set_oss_addr("oss:1");
+  r.set_cluster_uuid("another-cluster");
+  r.add_osts()->set_index(0);
+  EXPECT_CODE(this->svc().RegisterOss(r), kPermissionDenied);
+  r.set_cluster_uuid("test-cluster");
+  r.mutable_osts(0)->set_index(70000);
+  EXPECT_CODE(this->svc().RegisterOss(r), kInvalidArgument);
+  pb::HeartbeatReq hb;
+  hb.set_oss_addr("stranger:1");
+  EXPECT_CODE(this->svc().Heartbeat(hb), kNotFound);
+}
+
+TYPED_TEST(PlacementTest, OstMapSurvivesRestartAsDownUntilHeardFrom) {
+  this->RegisterOsts(2, "oss:9");
+  this->Reopen();
+  auto map = this->svc().GetOstMap(pb::GetOstMapReq());
+  ASSERT_OK(map);
+  ASSERT_EQ(map->osts_size(), 2);
+  EXPECT_EQ(map->osts(0).state(), kOstDown);
+  pb::HeartbeatReq hb;
+  hb.set_oss_addr("oss:9");
+  ASSERT_OK(this->svc().Heartbeat(hb));
+  map = this->svc().GetOstMap(pb::GetOstMapReq());
+  // Heard from, but free space is unknown until a heartbeat reports it.
+  EXPECT_EQ(map->osts(0).state(), kOstFull);
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto* o = hb.add_osts();
+    o->set_index(i);
+    o->set_free(100ull << 30);  // over 1% of the capacity
+  }
+  ASSERT_OK(this->svc().Heartbeat(hb));
+  map = this->svc().GetOstMap(pb::GetOstMapReq());
+  EXPECT_EQ(map->osts(0).state(), kOstUp);
+  EXPECT_EQ(map->osts(0).capacity(), 1ull << 40);
+  EXPECT_EQ(map->osts(1).state(), kOstUp);
+}
+
+}  // namespace
+}  // namespace ciuic::meta::testing
