@@ -262,7 +262,7 @@ TEST(RocksKvStoreTest, DataDirUnderAFileIsAClearError) {
   auto kv = RocksKvStore::Open(o);
   ASSERT_FALSE(kv.ok());
   EXPECT_EQ(kv.status().code(), StatusCode::kNotADirectory) << kv.status().ToString();
-  EXPECT_NE(kv.status().message().find("cannot create data dir"), std::string::npos);
+  EXPECT_NE(kv.status().message().find("cannot open data dir"), std::string::npos);
 }
 
 TEST(RocksKvStoreTest, UnwritableDirIsAClearError) {

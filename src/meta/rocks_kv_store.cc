@@ -104,7 +104,7 @@ Result<std::unique_ptr<RocksKvStore>> RocksKvStore::Open(const Options& options)
   std::error_code ec;
   std::filesystem::create_directories(options.path, ec);
   if (ec) {
-    return Status::FromErrno(ec.value(), fmt::format("cannot create data dir {}", options.path));
+    return Status::FromErrno(ec.value(), fmt::format("cannot open data dir {}", options.path));
   }
   std::unique_ptr<RocksKvStore> store(new RocksKvStore());
   store->cache_ = rocksdb::NewLRUCache(options.cache_bytes);
@@ -134,7 +134,12 @@ Result<std::unique_ptr<RocksKvStore>> RocksKvStore::Open(const Options& options)
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::Status s = rocksdb::DB::Open(db, options.path, descs, &handles, &store->db_);
   if (!s.ok()) {
-    return FromRocks(s, fmt::format("cannot open data dir {}", options.path));
+    Status st = FromRocks(s, fmt::format("cannot open data dir {}", options.path));
+    if (st.code() == StatusCode::kBusy) {
+      return Status::Busy(
+          fmt::format("data dir {} is in use by another process (its LOCK is held)", options.path));
+    }
+    return st;
   }
   store->default_cf_ = handles[0];
   for (size_t i = 0; i < kNumCfs; ++i)

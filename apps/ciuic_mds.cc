@@ -1,0 +1,161 @@
+// ciuic-mds: the metadata server of a ciuic cluster.
+//
+//   ciuic-mds --data DIR [--listen HOST:PORT] [--cluster-file FILE] [--log FILE]
+//             [--port-file FILE] [--lease-ms 30000] [--heartbeat-ms 1000]
+//
+// Serves until SIGINT or SIGTERM, then stops cleanly (queued mutations are committed, the
+// store is closed). Every failure is one line on stderr and exit status 1.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "common/config.h"
+#include "common/logging.h"
+#include "meta/mds_server.h"
+
+namespace {
+
+int Fail(const std::string& msg) {
+  fmt::print(stderr, "ciuic-mds: {}\n", msg);
+  return 1;
+}
+
+// Parses "HOST:PORT" where PORT may be 0 (any free port).
+ciuic::Status ParseListen(const std::string& s, std::string* host, uint16_t* port) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) {
+    return ciuic::Status::InvalidArgument(fmt::format("--listen '{}': want HOST:PORT", s));
+  }
+  const std::string p = s.substr(colon + 1);
+  if (p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoul(p) > 65535) {
+    return ciuic::Status::InvalidArgument(fmt::format("--listen '{}': bad port", s));
+  }
+  *host = s.substr(0, colon);
+  *port = static_cast<uint16_t>(std::stoul(p));
+  return ciuic::Status::OK();
+}
+
+// Writes the port to `path` through a temporary file and a rename, so a reader never sees a
+// partial file.
+ciuic::Status WritePortFile(const std::string& path, uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << '\n';
+    out.flush();
+    if (!out)
+      return ciuic::Status::IoError(fmt::format("cannot write port file {}", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    return ciuic::Status::IoError(fmt::format("cannot write port file {}: {}", path, ec.message()));
+  }
+  return ciuic::Status::OK();
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"ciuic-mds: the metadata server of a ciuic cluster"};
+  std::string data_dir;
+  std::string listen = "127.0.0.1:0";
+  std::string cluster_file;
+  std::string log_file;
+  std::string port_file;
+  uint32_t lease_ms = 30000;
+  uint32_t heartbeat_ms = 1000;
+  app.add_option("--data", data_dir, "directory of the metadata store (created if missing)")
+      ->required();
+  app.add_option("--listen", listen, "HOST:PORT to serve on (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option("--cluster-file", cluster_file,
+                 "cluster file with the secret, key id and cluster uuid; default $CIUIC_CLUSTER "
+                 "or ~/ciuic/cluster.conf");
+  app.add_option("--log", log_file, "append logs to FILE instead of stderr");
+  app.add_option("--port-file", port_file, "write the bound port to FILE once serving");
+  app.add_option("--lease-ms", lease_ms, "client session lease")->capture_default_str();
+  app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval asked of OSSes")
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return Fail(e.what());
+  }
+  if (lease_ms < 100)
+    return Fail("--lease-ms must be at least 100");
+  if (heartbeat_ms == 0)
+    return Fail("--heartbeat-ms must be positive");
+
+  ciuic::meta::MdsServer::Options o;
+  o.data_dir = data_dir;
+  o.lease_ms = lease_ms;
+  o.heartbeat_ms = heartbeat_ms;
+  if (ciuic::Status st = ParseListen(listen, &o.host, &o.port); !st.ok()) {
+    return Fail(st.message());
+  }
+  auto path = ciuic::FindClusterFile(cluster_file);
+  if (!path.ok())
+    return Fail(path.status().message());
+  auto cf = ciuic::ClusterFile::Load(*path);
+  if (!cf.ok())
+    return Fail(fmt::format("cluster file {}: {}", *path, cf.status().message()));
+  o.secret = cf->SecretBytes();
+  o.key_id = cf->key_id;
+  o.cluster_uuid = cf->cluster_uuid;
+
+  if (!log_file.empty()) {
+    try {
+      ciuic::log::SetFile(log_file);
+    } catch (const std::exception& e) {
+      return Fail(fmt::format("cannot open log file {}: {}", log_file, e.what()));
+    }
+    if (std::getenv("CIUIC_LOG_LEVEL") == nullptr)
+      ciuic::log::SetLevel(ciuic::log::Level::kInfo);
+  }
+  ciuic::log::SetName("mds");
+
+  // The stop signals are blocked in every thread (the server's threads inherit the mask) and
+  // taken here with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ciuic::meta::MdsServer server(o);
+  if (ciuic::Status st = server.Start(); !st.ok())
+    return Fail(st.message());
+  if (!port_file.empty()) {
+    if (ciuic::Status st = WritePortFile(port_file, server.port()); !st.ok()) {
+      server.Stop();
+      return Fail(st.message());
+    }
+  }
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  LOG_INFO("signal {}: stopping", sig);
+  server.Stop();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    return Fail(e.what());
+  }
+}

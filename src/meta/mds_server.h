@@ -1,0 +1,68 @@
+// MdsServer: the metadata server process's core: a MetaService (namespace over RocksDB, or
+// MemKvStore for tests) served on a net::RpcServer.
+//
+// Every MDS message type has a handler. Reads are answered inline on the network thread;
+// mutations are queued to the MetaService writer thread (bounded: a full queue answers
+// kUnavailable) and answered from it. RegisterOss and Heartbeat are for the OSS role only; the
+// namespace is for clients and admin tools; GetOstMap for anyone.
+//
+// Thread-safety: Start, port and Stop may be called from any thread (not from a handler).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/status.h"
+
+namespace ciuic::net {
+class RpcServer;
+}  // namespace ciuic::net
+
+namespace ciuic::meta {
+
+class MetaService;
+
+class MdsServer {
+ public:
+  struct Options {
+    std::string data_dir;    // RocksDB lives here (created if missing); ignored when in_memory
+    bool in_memory = false;  // MemKvStore, for tests
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;   // 0 = ephemeral
+    std::string secret;  // raw key bytes
+    uint32_t key_id = 1;
+    std::string cluster_uuid;
+    uint32_t lease_ms = 30000;
+    uint32_t heartbeat_ms = 1000;
+  };
+  explicit MdsServer(Options options);
+  ~MdsServer();  // Stop()
+  MdsServer(const MdsServer&) = delete;
+  MdsServer& operator=(const MdsServer&) = delete;
+
+  // Opens the store, binds and serves. kBusy if another MDS holds data_dir, kIoError or
+  // kPermissionDenied (with the OS reason) if it cannot be opened, kUnavailable if the address
+  // cannot be bound. Call once.
+  Status Start();
+  // The bound port (after Start).
+  uint16_t port() const;
+  // Stops serving, finishes queued mutations and closes the store. Idempotent; a new
+  // MdsServer may then Start on the same data_dir.
+  void Stop();
+
+  // The service behind the server (tests).
+  MetaService* TEST_meta() { return meta_.get(); }
+
+ private:
+  void RegisterHandlers();
+
+  Options options_;
+  std::mutex mu_;
+  bool started_ = false;
+  std::unique_ptr<MetaService> meta_;
+  std::unique_ptr<net::RpcServer> rpc_;
+};
+
+}  // namespace ciuic::meta
