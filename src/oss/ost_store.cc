@@ -862,6 +862,16 @@ void OstStore::WriteDone(WriteOp* op, Status st) {
 // ---------------------------------------------------------------------------------------------
 // Read pipeline.
 
+// One read on its way: object lookup -> slot pages -> data IO -> checksum snapshot -> reply.
+// Heap-allocated once and passed by pointer so no step copies the callback.
+struct OstStore::ReadOp {
+  ObjectRef obj;
+  uint64_t a0 = 0;  // aligned range
+  uint64_t a1 = 0;
+  std::shared_ptr<AlignedBuffer> buf;
+  ReadCallback cb;
+};
+
 void OstStore::ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, ReadCallback cb) {
   if (!BeginOp()) {
     cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
@@ -873,78 +883,107 @@ void OstStore::ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, R
                                            options_.index, offset, length)));
     return;
   }
-  GetObjectAsync(id, false, [this, offset, length, cb = std::move(cb)](Result<ObjectRef> r) {
+  auto* op = new ReadOp;
+  op->a0 = AlignDown(offset, kBlockSize);
+  op->a1 = AlignUp(offset + length, kBlockSize);
+  op->cb = std::move(cb);
+  if (ObjectRef obj = CachedObject(id)) {
+    op->obj = std::move(obj);
+    ReadStart(op);
+    return;
+  }
+  GetObjectAsync(id, false, [this, op](Result<ObjectRef> r) {
     if (!r.ok()) {
-      cb(std::move(r).status());
-      EndOp();
+      ReadFinish(op, std::move(r).status());
       return;
     }
     if (*r == nullptr) {
-      ReadResult out;
-      out.aligned_offset = AlignDown(offset, kBlockSize);
-      out.data = read_pool_->Get(AlignUp(offset + length, kBlockSize) - out.aligned_offset);
-      std::memset(out.data->data(), 0, out.data->size());
-      out.block_crcs.assign(out.data->size() / kBlockSize * 2, ZeroBlockCrc());
-      cb(std::move(out));
-      EndOp();
+      // Never written (or destroyed): zeros, with the zero-block checksum in both slots.
+      op->buf = read_pool_->Get(op->a1 - op->a0);
+      ReadFinish(op, size_t{0});
       return;
     }
-    ReadLoaded(*r, offset, length, cb);
+    op->obj = std::move(*r);
+    ReadStart(op);
   });
 }
 
-void OstStore::ReadLoaded(const ObjectRef& obj, uint64_t offset, uint64_t length, ReadCallback cb) {
-  const uint64_t a0 = AlignDown(offset, kBlockSize);
-  const uint64_t a1 = AlignUp(offset + length, kBlockSize);
-  EnsurePagesAsync(obj, a0 / kBlockSize, a1 / kBlockSize, [=, this](Status st) {
+void OstStore::ReadStart(ReadOp* op) {
+  const uint64_t first = op->a0 / kBlockSize;
+  const uint64_t end = op->a1 / kBlockSize;
+  bool loaded = true;
+  {
+    std::lock_guard<std::mutex> lock(op->obj->mu);
+    for (uint64_t p = first / kBlocksPerCrcPage; end > first && p <= (end - 1) / kBlocksPerCrcPage;
+         ++p) {
+      if (op->obj->pages.count(p) == 0) {
+        loaded = false;
+        break;
+      }
+    }
+  }
+  if (loaded) {
+    ReadIo(op);
+    return;
+  }
+  EnsurePagesAsync(op->obj, first, end, [this, op](Status st) {
     if (!st.ok()) {
-      cb(std::move(st));
-      EndOp();
+      ReadFinish(op, std::move(st));
       return;
     }
-    uint64_t obj_len;
-    {
-      std::lock_guard<std::mutex> lock(obj->mu);
-      obj_len = obj->length;
-    }
-    std::shared_ptr<AlignedBuffer> buf = read_pool_->Get(a1 - a0);
-    // Checksums are taken after the data arrives: a write racing with this read updates its
-    // slots before its data, so the data read is covered by one of the slots taken after it.
-    auto finish = [this, obj, a0, buf, cb](size_t got) {
-      std::memset(buf->data() + got, 0, buf->size() - got);
-      ReadResult out;
-      out.aligned_offset = a0;
-      out.exists = true;
-      out.data = buf;
-      const size_t nblocks = buf->size() / kBlockSize;
-      out.block_crcs.resize(nblocks * 2);
-      const uint32_t zero = ZeroBlockCrc();
-      {
-        std::lock_guard<std::mutex> lock(obj->mu);
-        out.object_length = obj->length;
-        for (size_t i = 0; i < nblocks; ++i) {
-          out.block_crcs[2 * i] = obj->Slot(a0 / kBlockSize + i, 0) ^ zero;
-          out.block_crcs[2 * i + 1] = obj->Slot(a0 / kBlockSize + i, 1) ^ zero;
-        }
-      }
-      cb(std::move(out));
-      EndOp();
-    };
-    const uint64_t read_end = std::min<uint64_t>(a1, AlignUp(obj_len, kBlockSize));
-    if (read_end <= a0) {
-      finish(0);
-      return;
-    }
-    io::IoOp rd{io::IoKind::kRead, obj->data_fh, a0, buf->data(), read_end - a0};
-    engine_->SubmitAsync(rd, [this, obj, cb, finish](Result<size_t> r) {
-      if (!r.ok()) {
-        cb(OstError(r.status(), &obj->id, "read"));
-        EndOp();
-        return;
-      }
-      finish(*r);
-    });
+    ReadIo(op);
   });
+}
+
+void OstStore::ReadIo(ReadOp* op) {
+  uint64_t obj_len;
+  {
+    std::lock_guard<std::mutex> lock(op->obj->mu);
+    obj_len = op->obj->length;
+  }
+  op->buf = read_pool_->Get(op->a1 - op->a0);
+  const uint64_t read_end = std::min<uint64_t>(op->a1, AlignUp(obj_len, kBlockSize));
+  if (read_end <= op->a0) {
+    ReadFinish(op, size_t{0});
+    return;
+  }
+  io::IoOp rd{io::IoKind::kRead, op->obj->data_fh, op->a0, op->buf->data(), read_end - op->a0};
+  engine_->SubmitAsync(rd, [this, op](Result<size_t> r) {
+    ReadFinish(op, r.ok() ? std::move(r) : OstError(r.status(), &op->obj->id, "read"));
+  });
+}
+
+void OstStore::ReadFinish(ReadOp* op, Result<size_t> got) {
+  std::unique_ptr<ReadOp> owned(op);
+  if (!got.ok()) {
+    op->cb(std::move(got).status());
+    EndOp();
+    return;
+  }
+  AlignedBuffer& buf = *op->buf;
+  std::memset(buf.data() + *got, 0, buf.size() - *got);
+  ReadResult out;
+  out.aligned_offset = op->a0;
+  out.data = std::move(op->buf);
+  const size_t nblocks = buf.size() / kBlockSize;
+  out.block_crcs.resize(nblocks * 2);
+  const uint32_t zero = ZeroBlockCrc();
+  if (op->obj != nullptr) {
+    // Checksums are taken after the data arrived: a write racing with this read updates its
+    // slots before its data, so whatever the read saw is covered by a slot taken after it.
+    std::lock_guard<std::mutex> lock(op->obj->mu);
+    out.exists = !op->obj->destroyed;
+    out.object_length = op->obj->length;
+    const uint64_t first = op->a0 / kBlockSize;
+    for (size_t i = 0; i < nblocks; ++i) {
+      out.block_crcs[2 * i] = op->obj->Slot(first + i, 0) ^ zero;
+      out.block_crcs[2 * i + 1] = op->obj->Slot(first + i, 1) ^ zero;
+    }
+  } else {
+    std::fill(out.block_crcs.begin(), out.block_crcs.end(), zero);
+  }
+  op->cb(std::move(out));
+  EndOp();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -135,6 +135,7 @@ class OstStore {
   struct Object;
   struct SlotPage;
   struct WriteOp;
+  struct ReadOp;
   using ObjectRef = std::shared_ptr<Object>;
   using ObjectCallback = std::function<void(Result<ObjectRef>)>;
 
@@ -168,7 +169,9 @@ class OstStore {
   void WriteData(WriteOp* op);
   void WriteDone(WriteOp* op, Status st);
   void ResyncSlotsLocked(WriteOp* op);
-  void ReadLoaded(const ObjectRef& obj, uint64_t offset, uint64_t length, ReadCallback cb);
+  void ReadStart(ReadOp* op);
+  void ReadIo(ReadOp* op);
+  void ReadFinish(ReadOp* op, Result<size_t> got);
 
   // Blocking steps, run on the pool.
   Status SyncObjects(const std::vector<ObjectRef>& objs);
