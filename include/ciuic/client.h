@@ -241,8 +241,9 @@ class Client {
   virtual Status Mknod(const std::string& path, uint32_t mode, uint64_t rdev = 0) = 0;
   // Lists a whole directory ("." and ".." not included). For huge directories prefer pages.
   virtual Result<std::vector<DirEntry>> ReadDir(const std::string& path) = 0;
-  // Lists up to `max_entries` entries after `cookie` (0: from the start). With `plus`, each entry
-  // carries its attributes.
+  // Lists up to `max_entries` entries after `cookie` (0: from the start); "." and ".." are not
+  // included (a page may then hold fewer entries, even none, without being the last: continue
+  // from next_cookie until eof). With `plus`, each entry carries its attributes.
   virtual Result<DirPage> ReadDirPage(const std::string& path,
                                       uint64_t cookie,
                                       uint32_t max_entries,

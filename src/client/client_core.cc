@@ -229,8 +229,14 @@ Status ClientCore::MdsCall(net::MsgType type,
       st = (*ch)->CallMsg(type, *req, resp, options_.mds_timeout_ms);
       if (st.ok())
         return st;
-      if (!(*ch)->connected())
+      if (!(*ch)->connected()) {
         DropMdsChannel(*ch);
+      } else if (mutation && ctx != nullptr && st.code() == StatusCode::kUnavailable) {
+        // The MDS itself answered "not now" (busy, no OST up yet): the mutation was not applied,
+        // and a retry under the same sequence could be answered from the reply cache with this
+        // very refusal. Only transport failures (lost connection, timeout) keep the sequence.
+        ctx->set_seq(++seq_);
+      }
     }
     if (ctx != nullptr && !reopened && IsSessionLost(st)) {
       // The MDS lost our session (lease expired while we were cut off, or an in-memory MDS
@@ -244,6 +250,8 @@ Status ClientCore::MdsCall(net::MsgType type,
         ctx->set_seq(++seq_);
       continue;
     }
+    LOG_DEBUG("client: MDS call {} failed (attempt {}): {}", static_cast<int>(type), attempt,
+              st.ToString());
     if (!st.IsRetryable() || st.code() == StatusCode::kAborted)
       return st;
     if (MonoMillis() >= deadline) {

@@ -426,6 +426,8 @@ Result<DirPage> ClientImpl::ReadDirPage(const std::string& path,
   DirPage page;
   page.entries.reserve(static_cast<size_t>(resp.entries_size()));
   for (const pb::DirEntry& e : resp.entries()) {
+    if (e.name() == "." || e.name() == "..")
+      continue;  // callers (and FUSE) add these themselves
     DirEntry d;
     d.name = e.name();
     d.ino = e.fid().seq();
@@ -437,7 +439,7 @@ Result<DirPage> ClientImpl::ReadDirPage(const std::string& path,
     }
     page.entries.push_back(std::move(d));
   }
-  page.next_cookie = page.entries.empty() ? cookie : page.entries.back().cookie;
+  page.next_cookie = resp.entries().empty() ? cookie : resp.entries().rbegin()->cookie();
   page.eof = resp.eof();
   return page;
 }
@@ -447,7 +449,7 @@ Result<std::vector<DirEntry>> ClientImpl::ReadDir(const std::string& path) {
   uint64_t cookie = 0;
   for (;;) {
     CIUIC_ASSIGN_OR_RETURN(DirPage page, ReadDirPage(path, cookie, kReadDirPage, false));
-    const bool progressed = !page.entries.empty();
+    const bool progressed = page.next_cookie != cookie;
     for (auto& e : page.entries)
       out.push_back(std::move(e));
     if (page.eof)

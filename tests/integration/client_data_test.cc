@@ -305,8 +305,9 @@ TEST_F(ClientDataTest, WriteSpanningPflComponents) {
   ASSERT_TRUE(data.ok());
   ASSERT_EQ(data->size(), (5u << 20) - 4096);
   EXPECT_EQ(data->substr(0, 512 << 10), std::string(512 << 10, '\0'));
-  EXPECT_TRUE(data->substr(512 << 10, (4 << 20) - 4096 - (512 << 10)) ==
-              d.substr(0, (4 << 20) - 4096 - (512 << 10)));
+  EXPECT_TRUE(data->substr(512 << 10, d.size()) == d);
+  const size_t gap = (4 << 20) - 4096 - (512 << 10) - d.size();
+  EXPECT_EQ(data->substr((512 << 10) + d.size(), gap), std::string(gap, '\0'));
   EXPECT_TRUE(data->substr((4 << 20) - 4096) == e);
 }
 
