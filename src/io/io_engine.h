@@ -96,6 +96,11 @@ class IoEngine {
   // Takes an exclusive advisory lock on the open file (flock(LOCK_EX|LOCK_NB) on disk), released
   // by Close. kBusy if another handle holds it, even in another process.
   virtual Status LockFile(FileHandle fh) = 0;
+
+  // True when growing a file with Truncate costs no space (holes), so callers may extend files
+  // ahead of their writes (ext4 runs O_DIRECT writes inside the file size in parallel, extending
+  // ones one at a time).
+  virtual bool sparse_files() const { return true; }
 };
 
 enum class IoEngineKind { kAuto, kUring, kPosix };

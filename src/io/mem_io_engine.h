@@ -50,6 +50,7 @@ class MemIoEngine : public IoEngine {
   Result<std::vector<std::string>> ListDir(const std::string& path) override;
   Result<FsStat> StatFs(const std::string& path) override;
   Status LockFile(FileHandle fh) override;
+  bool sparse_files() const override { return false; }  // growing allocates
 
   // Drops every byte, file and directory entry not made durable, and closes all handles (later
   // use of an old handle fails with kInvalidArgument, like EBADF).

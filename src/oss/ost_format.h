@@ -19,6 +19,9 @@ inline constexpr size_t kCrcPageSize = 4096;
 inline constexpr size_t kBlocksPerCrcPage = kCrcPageSize / 8;
 // Objects are capped at 16 TiB (offsets beyond are kInvalidArgument).
 inline constexpr uint64_t kMaxObjectSize = uint64_t{1} << 44;
+// Data files are grown ahead of writes in steps of this much (sparse), so O_DIRECT writes land
+// inside the file size and run in parallel; a clean stop cuts them back to the exact length.
+inline constexpr uint64_t kExtendAheadSize = uint64_t{64} << 20;
 // Dirty tracking granularity: a durable mark covers 256 MiB of one object.
 inline constexpr uint64_t kDirtyRegionSize = uint64_t{256} << 20;
 

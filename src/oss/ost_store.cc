@@ -237,6 +237,14 @@ Status OstStore::Close() {
       for (auto& [id, obj] : cache_)
         objs.push_back(obj);
     }
+    for (const ObjectRef& obj : objs) {
+      // Give back the space grown ahead of writes; nothing is in flight any more.
+      std::lock_guard<std::mutex> lock(obj->mu);
+      if (!obj->destroyed && obj->physical_size > obj->length &&
+          engine_->Truncate(obj->data_fh, obj->length).ok()) {
+        obj->physical_size = obj->length;
+      }
+    }
     st = SyncObjects(objs);
     if (st.ok())
       st = dirty_log_->Reset();
@@ -379,6 +387,8 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
     if (!h.ok())
       return OstError(h.status(), &id, "load");
     CIUIC_ASSIGN_OR_RETURN(io::FileStat st, engine_->Stat(obj->crc_fh));
+    CIUIC_ASSIGN_OR_RETURN(io::FileStat data_st, engine_->Stat(obj->data_fh));
+    obj->physical_size = data_st.size;
     obj->length = h->length;
     obj->crc_pages_on_disk =
         st.size > kCrcHeaderSize ? (st.size - kCrcHeaderSize + kCrcPageSize - 1) / kCrcPageSize : 0;
@@ -780,6 +790,17 @@ void OstStore::WriteData(WriteOp* op) {
     WriteDone(op, op->err);
     return;
   }
+  if (engine_->sparse_files()) {
+    std::lock_guard<std::mutex> lock(obj->mu);
+    const uint64_t end = op->io_off + op->io_len;
+    if (end > obj->physical_size) {
+      // Grow the file ahead (a hole), once per 64 MiB: the writes behind it no longer extend
+      // the file one at a time. Best effort: if it fails, the write extends the file itself.
+      uint64_t target = std::min(AlignUp(end, kExtendAheadSize), kMaxObjectSize);
+      if (engine_->Truncate(obj->data_fh, target).ok())
+        obj->physical_size = target;
+    }
+  }
   io::IoOp wr{io::IoKind::kWrite, obj->data_fh, op->io_off, op->io_buf, op->io_len};
   engine_->SubmitAsync(wr, [this, op](Result<size_t> r) {
     Object* obj = op->obj.get();
@@ -961,7 +982,8 @@ void OstStore::ReadFinish(ReadOp* op, Result<size_t> got) {
     return;
   }
   AlignedBuffer& buf = *op->buf;
-  std::memset(buf.data() + *got, 0, buf.size() - *got);
+  if (*got < buf.size())
+    std::memset(buf.data() + *got, 0, buf.size() - *got);
   ReadResult out;
   out.aligned_offset = op->a0;
   out.data = std::move(op->buf);

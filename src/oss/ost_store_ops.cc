@@ -218,6 +218,7 @@ Status OstStore::PunchImpl(const ObjectId& id, uint64_t length) {
   {
     std::lock_guard<std::mutex> lock(obj->mu);
     CIUIC_RETURN_IF_ERROR(OstError(engine_->Truncate(obj->data_fh, length), &id, "punch"));
+    obj->physical_size = length;
     // Slots past the end go: a later write there starts from zero blocks again.
     for (auto it = obj->pages.begin(); it != obj->pages.end();) {
       it = it->first >= pages_needed ? obj->pages.erase(it) : std::next(it);
