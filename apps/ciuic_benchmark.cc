@@ -260,8 +260,12 @@ class CiuicFile : public BFile {
         lock.lock();
       }
       if (stop && inflight == 0) break;
-      cv.wait(lock, [&] { return !free_slots.empty() || (stop && inflight == 0); });
-      if (!stop && (Clock::now() >= deadline || !err.ok())) stop = true;
+      if (stop) {
+        cv.wait(lock, [&] { return inflight == 0; });
+        continue;
+      }
+      cv.wait(lock, [&] { return !free_slots.empty(); });
+      if (Clock::now() >= deadline || !err.ok()) stop = true;
     }
     lock.unlock();
     for (auto* b : bufs) std::free(b);
