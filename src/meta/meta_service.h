@@ -272,6 +272,10 @@ class MetaService {
 
   std::mutex sess_mu_;
   std::unordered_map<uint64_t, SessionState> sessions_;  // guarded by sess_mu_
+  // Per OST, the first work log key a heartbeat scan must look at: everything below was done
+  // (deleted) when it was last scanned, and new tasks get higher ids. Spares heartbeats from
+  // walking the tombstones of finished tasks. Writer thread only; rebuilt after a restart.
+  std::unordered_map<uint32_t, uint64_t> ostlog_floor_;
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;

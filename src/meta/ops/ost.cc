@@ -55,14 +55,18 @@ Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp
     if (static_cast<uint32_t>(resp->tasks_size()) >= budget)
       break;
     size_t scanned = 0;
+    uint64_t first = 0;
+    const uint64_t floor = std::max(TaskId(ost, 0), ostlog_floor_[ost]);
     const std::string end = ost == kMaxOstIndex ? std::string() : TaskKey(TaskId(ost + 1, 0));
-    CIUIC_RETURN_IF_ERROR(t.Scan(
-        Cf::kOstLog, TaskKey(TaskId(ost, 0)), end, [&](std::string_view, std::string_view v) {
+    CIUIC_RETURN_IF_ERROR(
+        t.Scan(Cf::kOstLog, TaskKey(floor), end, [&](std::string_view k, std::string_view v) {
           pb::OstTask task;
-          if (!task.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
+          if (k.size() != 8 || !task.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
             parse = Status::Corruption("bad OST work log record");
             return false;
           }
+          if (first == 0)
+            first = ReadU64(k.data());
           const bool young = task.kind() == kTaskPunch &&
                              wall - task.created_ms() < options_.punch_grace_ms &&
                              task.created_ms() <= wall;
@@ -72,6 +76,8 @@ Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp
                  ++scanned < size_t{budget} * 4;
         }));
     CIUIC_RETURN_IF_ERROR(parse);
+    // Nothing pending: later tasks of this OST take counters from task_seq_.next on.
+    ostlog_floor_[ost] = first != 0 ? first : TaskId(ost, task_seq_.next);
   }
   return Status::OK();
 }

@@ -81,7 +81,7 @@ Status MetaService::Apply(Txn& t, const pb::RenameReq& req, pb::RenameResp*) {
     return Status::AlreadyExists(fmt::format("'{}' already exists", req.dst_name()));
   }
   // Both names already lead to the same inode (same entry or hard links): nothing to do.
-  if (dst_exists && dd.fid().seq() == sd.fid().seq() && ToFid(dd.fid()) == ToFid(sd.fid())) {
+  if (dst_exists && ToFid(dd.fid()) == ToFid(sd.fid())) {
     return Status::OK();
   }
   pb::InodeRecord dst;
