@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace ciuic::meta {
 namespace {
 
@@ -36,6 +38,14 @@ FileLayout AdaptiveLayout(uint64_t size_hint, bool random_access, uint32_t live_
   l.components.push_back(
       Comp(0, 0, kLayoutEof, std::min<uint32_t>(static_cast<uint32_t>(count), cap)));
   return l;
+}
+
+Status ValidateExplicitLayout(const FileLayout& l) {
+  if (l.components.size() > kMaxComponents) {
+    return Status::InvalidArgument(fmt::format("layout has {} components; at most {} allowed",
+                                               l.components.size(), kMaxComponents));
+  }
+  return l.Validate();
 }
 
 FileLayout FromTemplate(const FileLayout& t, uint32_t live_osts) {

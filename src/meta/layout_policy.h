@@ -27,6 +27,13 @@ inline constexpr uint64_t kSmallFileLimit = 64ull << 20;
 // unknown.
 FileLayout AdaptiveLayout(uint64_t size_hint, bool random_access, uint32_t live_osts);
 
+// Most components an explicit layout may have (a PFL layout needs a handful).
+inline constexpr size_t kMaxComponents = 32;
+
+// Checks an explicit layout from a client: FileLayout::Validate() and at most kMaxComponents
+// components. kInvalidArgument otherwise.
+Status ValidateExplicitLayout(const FileLayout& l);
+
 // Returns `l` with OST choices removed and every count capped at max(live, 1): a directory's
 // default applied to a new file.
 FileLayout FromTemplate(const FileLayout& l, uint32_t live_osts);

@@ -65,6 +65,21 @@ TEST(LayoutPolicyTest, TemplatesDropOstsAndCapCounts) {
   EXPECT_EQ(f.components[2].stripe_count, 2u);
 }
 
+TEST(LayoutPolicyTest, ExplicitLayoutsAreBounded) {
+  FileLayout l;
+  for (uint32_t i = 0; i < kMaxComponents + 1; ++i) {
+    LayoutComponent c;
+    c.id = i;
+    c.start = i * kMiB;
+    c.end = i == kMaxComponents ? kLayoutEof : (i + 1) * kMiB;
+    l.components.push_back(c);
+  }
+  EXPECT_EQ(ValidateExplicitLayout(l).code(), StatusCode::kInvalidArgument);
+  l.components.resize(2);
+  l.components[1].end = kLayoutEof;
+  EXPECT_TRUE(ValidateExplicitLayout(l).ok()) << ValidateExplicitLayout(l).ToString();
+}
+
 template <typename B>
 class PlacementTest : public MetaTest<B> {
  protected:

@@ -135,7 +135,7 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
     const bool explicit_layout = req.layout().components_size() > 0;
     if (explicit_layout) {
       l = net::FromPb(req.layout());
-      CIUIC_RETURN_IF_ERROR(l.Validate());
+      CIUIC_RETURN_IF_ERROR(ValidateExplicitLayout(l));
       for (const auto& c : l.components) {
         for (uint32_t o : c.osts) {
           if (!osts_.Known(o))

@@ -71,7 +71,7 @@ Status MetaService::Apply(Txn& t, const pb::SetLayoutReq& req, pb::SetLayoutResp
     if (l.empty()) {
       rec.clear_layout();  // back to the adaptive policy
     } else {
-      CIUIC_RETURN_IF_ERROR(l.Validate());
+      CIUIC_RETURN_IF_ERROR(ValidateExplicitLayout(l));
       net::ToPb(AsTemplate(l), rec.mutable_layout());
     }
   } else if (IsReg(rec)) {
@@ -80,7 +80,7 @@ Status MetaService::Apply(Txn& t, const pb::SetLayoutReq& req, pb::SetLayoutResp
     }
     if (l.empty())
       return Status::InvalidArgument("empty layout");
-    CIUIC_RETURN_IF_ERROR(l.Validate());
+    CIUIC_RETURN_IF_ERROR(ValidateExplicitLayout(l));
     for (const auto& c : l.components) {
       for (uint32_t o : c.osts) {
         if (!osts_.Known(o))
