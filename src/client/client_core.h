@@ -84,6 +84,40 @@ struct Node {
     std::lock_guard<std::mutex> lock(mu);
     return layout;
   }
+
+  // Write buffers of this file's open handles here: before a read or write of a range, every
+  // handle's buffered bytes in it are sent (so the handles of one client see each other's data
+  // and overlapping writes keep their order).
+  using Flusher = std::function<void(uint64_t offset, uint64_t len, bool may_wait)>;
+  uint64_t AddFlusher(Flusher f) {
+    std::lock_guard<std::mutex> lock(flush_mu);
+    flushers.emplace(next_flusher, std::move(f));
+    return next_flusher++;
+  }
+  void RemoveFlusher(uint64_t id) {
+    std::lock_guard<std::mutex> lock(flush_mu);
+    flushers.erase(id);
+  }
+  // Flushes the overlapping buffered bytes of every handle except the one registered as `except`.
+  void FlushOverlapping(uint64_t offset, uint64_t len, bool may_wait, uint64_t except = 0) {
+    std::vector<Flusher> all;
+    {
+      std::lock_guard<std::mutex> lock(flush_mu);
+      if (flushers.empty() || (flushers.size() == 1 && flushers.begin()->first == except))
+        return;
+      for (const auto& [id, f] : flushers) {
+        if (id != except)
+          all.push_back(f);
+      }
+    }
+    for (const auto& f : all)
+      f(offset, len, may_wait);
+  }
+
+ private:
+  std::mutex flush_mu;
+  std::map<uint64_t, Flusher> flushers;  // CIUIC_GUARDED_BY(flush_mu)
+  uint64_t next_flusher = 1;             // CIUIC_GUARDED_BY(flush_mu)
 };
 
 class ClientCore {

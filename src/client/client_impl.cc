@@ -205,6 +205,7 @@ Result<std::unique_ptr<File>> ClientImpl::Open(const std::string& path,
   std::shared_ptr<Node> node = core_->GetNode(fid);
   RefreshNode(node.get(), attr, &layout);
   auto file = std::make_shared<OpenFile>(core_, node, norm, flags, open_id, options);
+  file->RegisterFlusher();
   auto handle = std::make_unique<FileImpl>(file);
   if (!punches.empty()) {
     Status st = ApplyPunches(core_.get(), punches);
@@ -341,6 +342,7 @@ Status ClientImpl::Truncate(const std::string& path, uint64_t size) {
     return Status::InvalidArgument(fmt::format("{}: not a regular file", path));
   std::shared_ptr<Node> node = core_->GetNode(fid);
   RefreshNode(node.get(), resp.attr(), &resp.layout());
+  node->FlushOverlapping(0, UINT64_MAX, true);  // handles open here send their buffered bytes
   RangeLock::Ticket t = node->ranges.AcquireBlocking(0, UINT64_MAX, true);
   Status st = TruncateNode(core_.get(), node.get(), size);
   node->ranges.Release(t);

@@ -543,7 +543,7 @@ Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
   if (offset >= size)
     return size_t{0};
   const uint64_t n = std::min<uint64_t>(len, size - offset);
-  FlushBufferIfOverlaps(offset, n, true);
+  node_->FlushOverlapping(offset, n, true);
   return ReadThroughCache(static_cast<uint8_t*>(buf), n, offset, size);
 }
 
@@ -563,7 +563,7 @@ void OpenFile::PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb)
     return;
   }
   const uint64_t n = std::min<uint64_t>(len, size - offset);
-  FlushBufferIfOverlaps(offset, n, false);
+  node_->FlushOverlapping(offset, n, false);
   ReadRange(static_cast<uint8_t*>(buf), n, offset, std::move(cb));
 }
 
@@ -789,6 +789,20 @@ void OpenFile::FlushBufferLocked(bool partial, bool may_wait) {
   });
 }
 
+void OpenFile::RegisterFlusher() {
+  if (!writable() || wb_cap_ == 0)
+    return;
+  std::weak_ptr<OpenFile> weak = weak_from_this();
+  flusher_id_ = node_->AddFlusher([weak](uint64_t offset, uint64_t len, bool may_wait) {
+    if (auto self = weak.lock())
+      self->FlushBufferIfOverlaps(offset, len, may_wait);
+  });
+}
+
+void OpenFile::FlushOthers(uint64_t offset, uint64_t len) {
+  node_->FlushOverlapping(offset, len, true, flusher_id_);
+}
+
 void OpenFile::FlushBuffer(bool may_wait) {
   std::lock_guard<std::mutex> lock(wb_mu_);
   FlushBufferLocked(false, may_wait);
@@ -811,6 +825,7 @@ Result<size_t> OpenFile::Pwrite(const void* buf, size_t len, uint64_t offset) {
   }
   const auto* src = static_cast<const uint8_t*>(buf);
   if (wb_cap_ > 0 && len <= kSmallWriteMax && len <= wb_cap_ / 2) {
+    FlushOthers(offset, len);
     std::lock_guard<std::mutex> lock(wb_mu_);
     const uint64_t wb_end = wb_start_ + wb_len_;
     if (wb_len_ > 0 && offset >= wb_start_ && offset + len <= wb_end) {
@@ -847,7 +862,7 @@ Result<size_t> OpenFile::Pwrite(const void* buf, size_t len, uint64_t offset) {
       FlushBufferLocked(true, true);
     return len;
   }
-  FlushBufferIfOverlaps(offset, len, true);
+  node_->FlushOverlapping(offset, len, true);
   CIUIC_RETURN_IF_ERROR(EnsureInstantiated(offset + len));
   return WaitIo([&](IoCallback cb) { WriteRange(src, len, offset, nullptr, std::move(cb)); });
 }
@@ -863,7 +878,7 @@ void OpenFile::PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallb
     PostCompletion(std::move(cb), st.ok() ? Result<size_t>(size_t{0}) : Result<size_t>(st));
     return;
   }
-  FlushBufferIfOverlaps(offset, len, false);
+  node_->FlushOverlapping(offset, len, false);
   WriteRange(static_cast<const uint8_t*>(buf), len, offset, nullptr, std::move(cb));
 }
 
@@ -1000,7 +1015,7 @@ Status OpenFile::Truncate(uint64_t size) {
   CIUIC_RETURN_IF_ERROR(CheckOpen(true));
   if (size > kMaxFileSize)
     return Status::InvalidArgument(fmt::format("{}: size too large", path_));
-  FlushBuffer(true);
+  node_->FlushOverlapping(0, UINT64_MAX, true);
   WaitOps(true);
   CIUIC_RETURN_IF_ERROR(LatchedError());
   DropReadahead();
@@ -1064,6 +1079,8 @@ Status OpenFile::Close() {
       return Status::OK();
     closed_ = true;
   }
+  if (flusher_id_ != 0)
+    node_->RemoveFlusher(flusher_id_);
   FlushBuffer(true);
   WaitOps(false);
   DropReadahead();

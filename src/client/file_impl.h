@@ -60,6 +60,10 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   Result<FileStat> Stat();
   Status Close();
 
+  // Lets reads and writes through other handles of this file flush this handle's write buffer.
+  // Call once, right after construction (needs shared_from_this).
+  void RegisterFlusher();
+
   FileLayout layout() const;
   const std::string& path() const { return path_; }
   int flags() const { return flags_; }
@@ -103,6 +107,8 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   void FlushBufferLocked(bool partial, bool may_wait);
   void FlushBuffer(bool may_wait);
   void FlushBufferIfOverlaps(uint64_t offset, uint64_t len, bool may_wait);
+  // Flushes other handles' buffered bytes in [offset, offset+len) (this file, this client).
+  void FlushOthers(uint64_t offset, uint64_t len);
 
   // Readahead.
   Result<size_t> ReadThroughCache(uint8_t* buf, uint64_t len, uint64_t offset, uint64_t size);
@@ -158,6 +164,7 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   ReadaheadPolicy ra_;
   std::map<uint64_t, std::shared_ptr<Chunk>> chunks_;
   uint64_t seen_data_version_ = 0;
+  uint64_t flusher_id_ = 0;  // set once by RegisterFlusher
 };
 
 class FileImpl : public File {
