@@ -208,7 +208,7 @@ Status OstStore::Close() {
     if (closed_)
       return Status::OK();
     closing_ = true;
-    ops_cv_.wait(lock, [&] { return ops_in_flight_ == 0; });
+    ops_cv_.wait(lock, [&] { return ops_in_flight_.load() == 0; });
   }
   Status st;
   if (!skip_clean_shutdown_ && dirty_log_ != nullptr) {
@@ -274,17 +274,21 @@ Status OstStore::OstError(const Status& s, const ObjectId* id, std::string_view 
 }
 
 bool OstStore::BeginOp() {
-  std::lock_guard<std::mutex> lock(ops_mu_);
-  if (closing_)
+  // Count first, then check: Close sets closing_ first, then waits for the count (both seq_cst),
+  // so either Close sees this op or this op sees closing_.
+  ops_in_flight_.fetch_add(1);
+  if (closing_.load()) {
+    EndOp();
     return false;
-  ++ops_in_flight_;
+  }
   return true;
 }
 
 void OstStore::EndOp() {
-  std::lock_guard<std::mutex> lock(ops_mu_);
-  if (--ops_in_flight_ == 0 && closing_)
+  if (ops_in_flight_.fetch_sub(1) == 1 && closing_.load()) {
+    std::lock_guard<std::mutex> lock(ops_mu_);
     ops_cv_.notify_all();
+  }
 }
 
 bool OstStore::RunBlocking(std::function<void()> fn) {

@@ -170,7 +170,7 @@ class OstStore {
   void WriteDone(WriteOp* op, Status st);
   void ResyncSlotsLocked(WriteOp* op);
   void ReadStart(ReadOp* op);
-  void ReadIo(ReadOp* op);
+  void ReadIo(ReadOp* op, uint64_t obj_len);
   void ReadFinish(ReadOp* op, Result<size_t> got);
 
   // Blocking steps, run on the pool.
@@ -201,11 +201,12 @@ class OstStore {
   std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> cache_;  // guarded by cache_mu_
   std::mutex load_mu_;  // serializes object loads (open/create/tombstone checks)
 
+  // Operations in flight, counted without a lock on the hot path; Close waits on ops_cv_.
   std::mutex ops_mu_;
   std::condition_variable ops_cv_;
-  uint64_t ops_in_flight_ = 0;  // guarded by ops_mu_
-  bool closing_ = false;        // guarded by ops_mu_
-  bool closed_ = false;         // guarded by ops_mu_
+  std::atomic<uint64_t> ops_in_flight_{0};
+  std::atomic<bool> closing_{false};
+  bool closed_ = false;  // guarded by ops_mu_
   std::atomic<bool> skip_clean_shutdown_{false};
 };
 

@@ -84,8 +84,10 @@ void OstStore::ReadStart(ReadOp* op) {
   const uint64_t first = op->a0 / kBlockSize;
   const uint64_t end = op->a1 / kBlockSize;
   bool loaded = true;
+  uint64_t obj_len;
   {
     std::lock_guard<std::mutex> lock(op->obj->mu);
+    obj_len = op->obj->length;
     for (uint64_t p = first / kBlocksPerCrcPage; end > first && p <= (end - 1) / kBlocksPerCrcPage;
          ++p) {
       if (op->obj->pages.count(p) == 0) {
@@ -95,7 +97,7 @@ void OstStore::ReadStart(ReadOp* op) {
     }
   }
   if (loaded) {
-    ReadIo(op);
+    ReadIo(op, obj_len);
     return;
   }
   EnsurePagesAsync(op->obj, first, end, [this, op](Status st) {
@@ -103,16 +105,16 @@ void OstStore::ReadStart(ReadOp* op) {
       ReadFinish(op, std::move(st));
       return;
     }
-    ReadIo(op);
+    uint64_t obj_len;
+    {
+      std::lock_guard<std::mutex> lock(op->obj->mu);
+      obj_len = op->obj->length;
+    }
+    ReadIo(op, obj_len);
   });
 }
 
-void OstStore::ReadIo(ReadOp* op) {
-  uint64_t obj_len;
-  {
-    std::lock_guard<std::mutex> lock(op->obj->mu);
-    obj_len = op->obj->length;
-  }
+void OstStore::ReadIo(ReadOp* op, uint64_t obj_len) {
   op->buf = read_pool_->Get(op->a1 - op->a0);
   const uint64_t read_end = std::min<uint64_t>(op->a1, AlignUp(obj_len, kBlockSize));
   if (read_end <= op->a0) {
