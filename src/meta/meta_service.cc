@@ -324,7 +324,8 @@ void MetaService::RunGroup(std::deque<std::unique_ptr<Job>>& jobs) {
       st = Status::Internal(fmt::format("mutation failed: {}", e.what()));
     }
     txn.EndMutation(st.ok());
-    if (cacheable) {
+    // "Try again" answers (no OST up yet, ...) changed nothing: a retry must run again.
+    if (cacheable && !st.IsRetryable()) {
       StoreReply(sid, seq, CachedReply{st, st.ok() ? job.SerializeResp() : std::string()});
       cached.emplace_back(sid, seq);
     }

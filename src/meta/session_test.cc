@@ -223,6 +223,21 @@ TYPED_TEST(SessionTest, RetriedMutationGetsTheOriginalReply) {
   EXPECT_CODE(this->svc().Unlink(u), kNotFound);
 }
 
+TYPED_TEST(SessionTest, RetryableRefusalsAreNotCached) {
+  const uint64_t sid = this->NewSession();
+  auto f = this->Create(this->root(), "f");  // no OST up: left uninstantiated
+  ASSERT_OK(f);
+  pb::InstantiateReq q;
+  *q.mutable_ctx() = this->SCtx(sid, 3);
+  *q.mutable_fid() = f->attr().fid();
+  q.set_end(1);
+  EXPECT_CODE(this->svc().Instantiate(q), kUnavailable);
+  this->RegisterOsts(1);
+  auto r = this->svc().Instantiate(q);  // same (session, seq): runs again
+  ASSERT_OK(r);
+  EXPECT_EQ(r->layout().components(0).osts_size(), 1);
+}
+
 TYPED_TEST(SessionTest, ReplyCacheIsBoundedPerSession) {
   this->options_.reply_cache_per_session = 4;
   this->Reopen();
