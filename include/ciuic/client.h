@@ -177,7 +177,8 @@ class File {
   // Async forms: start the IO and return at once; `cb` runs exactly once on a client network
   // thread when it is done. `buf` must stay valid (and, for writes, unchanged) until then. Many
   // may be in flight (queue depth is not thread count). `cb` may start more async IO but must
-  // not call blocking methods. Async writes bypass the write buffer.
+  // not call blocking methods. Async writes bypass the write buffer; async writes to overlapping
+  // ranges that are in flight at the same time land in an unspecified order (as with POSIX AIO).
   virtual void PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb) = 0;
   virtual void PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallback cb) = 0;
 

@@ -88,7 +88,8 @@ struct Node {
   // Write buffers of this file's open handles here: before a read or write of a range, every
   // handle's buffered bytes in it are sent (so the handles of one client see each other's data
   // and overlapping writes keep their order).
-  using Flusher = std::function<void(uint64_t offset, uint64_t len, bool may_wait)>;
+  // A flusher returns false when !may_wait and it could not flush without waiting.
+  using Flusher = std::function<bool(uint64_t offset, uint64_t len, bool may_wait)>;
   uint64_t AddFlusher(Flusher f) {
     std::lock_guard<std::mutex> lock(flush_mu);
     flushers.emplace(next_flusher, std::move(f));
@@ -99,19 +100,23 @@ struct Node {
     flushers.erase(id);
   }
   // Flushes the overlapping buffered bytes of every handle except the one registered as `except`.
-  void FlushOverlapping(uint64_t offset, uint64_t len, bool may_wait, uint64_t except = 0) {
+  // With !may_wait (network threads) returns false if some handle was busy: the caller must then
+  // redo this with may_wait on a thread that may block.
+  bool FlushOverlapping(uint64_t offset, uint64_t len, bool may_wait, uint64_t except = 0) {
     std::vector<Flusher> all;
     {
       std::lock_guard<std::mutex> lock(flush_mu);
       if (flushers.empty() || (flushers.size() == 1 && flushers.begin()->first == except))
-        return;
+        return true;
       for (const auto& [id, f] : flushers) {
         if (id != except)
           all.push_back(f);
       }
     }
+    bool done = true;
     for (const auto& f : all)
-      f(offset, len, may_wait);
+      done = f(offset, len, may_wait) && done;
+    return done;
   }
 
  private:

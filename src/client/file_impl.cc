@@ -563,7 +563,20 @@ void OpenFile::PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb)
     return;
   }
   const uint64_t n = std::min<uint64_t>(len, size - offset);
-  node_->FlushOverlapping(offset, n, false);
+  if (!node_->FlushOverlapping(offset, n, false)) {
+    // A buffer is busy (its owner waits on the network): flush and read from the pool.
+    auto self = shared_from_this();
+    auto shared_cb = std::make_shared<IoCallback>(std::move(cb));
+    if (core_->pool().TrySubmit([self, buf, n, offset, shared_cb] {
+          self->node_->FlushOverlapping(offset, n, true);
+          self->ReadRange(static_cast<uint8_t*>(buf), n, offset, std::move(*shared_cb));
+        })) {
+      return;
+    }
+    PostCompletion(std::move(*shared_cb),
+                   Status::Aborted(fmt::format("{}: client shut down", path_)));
+    return;
+  }
   ReadRange(static_cast<uint8_t*>(buf), n, offset, std::move(cb));
 }
 
@@ -794,8 +807,8 @@ void OpenFile::RegisterFlusher() {
     return;
   std::weak_ptr<OpenFile> weak = weak_from_this();
   flusher_id_ = node_->AddFlusher([weak](uint64_t offset, uint64_t len, bool may_wait) {
-    if (auto self = weak.lock())
-      self->FlushBufferIfOverlaps(offset, len, may_wait);
+    auto self = weak.lock();
+    return self ? self->FlushBufferIfOverlaps(offset, len, may_wait) : true;
   });
 }
 
@@ -808,11 +821,20 @@ void OpenFile::FlushBuffer(bool may_wait) {
   FlushBufferLocked(false, may_wait);
 }
 
-void OpenFile::FlushBufferIfOverlaps(uint64_t offset, uint64_t len, bool may_wait) {
-  std::lock_guard<std::mutex> lock(wb_mu_);
-  if (wb_len_ > 0 && offset < wb_start_ + wb_len_ && wb_start_ < offset + len) {
+bool OpenFile::FlushBufferIfOverlaps(uint64_t offset, uint64_t len, bool may_wait) {
+  // A user thread may hold wb_mu_ while it waits for the network (flush slots, the MDS): a
+  // network thread must not wait for it.
+  std::unique_lock<std::mutex> lock(wb_mu_, std::defer_lock);
+  if (may_wait) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return false;
+  }
+  const uint64_t end = len > UINT64_MAX - offset ? UINT64_MAX : offset + len;
+  if (wb_len_ > 0 && offset < wb_start_ + wb_len_ && wb_start_ < end) {
     FlushBufferLocked(false, may_wait);
   }
+  return true;
 }
 
 Result<size_t> OpenFile::Pwrite(const void* buf, size_t len, uint64_t offset) {
@@ -878,7 +900,20 @@ void OpenFile::PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallb
     PostCompletion(std::move(cb), st.ok() ? Result<size_t>(size_t{0}) : Result<size_t>(st));
     return;
   }
-  node_->FlushOverlapping(offset, len, false);
+  if (!node_->FlushOverlapping(offset, len, false)) {
+    auto self = shared_from_this();
+    auto shared_cb = std::make_shared<IoCallback>(std::move(cb));
+    if (core_->pool().TrySubmit([self, buf, len, offset, shared_cb] {
+          self->node_->FlushOverlapping(offset, len, true);
+          self->WriteRange(static_cast<const uint8_t*>(buf), len, offset, nullptr,
+                           std::move(*shared_cb));
+        })) {
+      return;
+    }
+    PostCompletion(std::move(*shared_cb),
+                   Status::Aborted(fmt::format("{}: client shut down", path_)));
+    return;
+  }
   WriteRange(static_cast<const uint8_t*>(buf), len, offset, nullptr, std::move(cb));
 }
 

@@ -106,7 +106,9 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   // Write buffer.
   void FlushBufferLocked(bool partial, bool may_wait);
   void FlushBuffer(bool may_wait);
-  void FlushBufferIfOverlaps(uint64_t offset, uint64_t len, bool may_wait);
+  // Sends the buffered bytes in [offset, offset+len). With !may_wait, gives up (returns false)
+  // rather than wait for the buffer's lock.
+  bool FlushBufferIfOverlaps(uint64_t offset, uint64_t len, bool may_wait);
   // Flushes other handles' buffered bytes in [offset, offset+len) (this file, this client).
   void FlushOthers(uint64_t offset, uint64_t len);
 
