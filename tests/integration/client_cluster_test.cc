@@ -278,5 +278,21 @@ TEST(ClientFailureTest, MdsRestartKeepsNamespaceAndFsyncedDataSurvivesRestarts) 
   EXPECT_EQ(c2->ReadFile("/keep/after").value_or(""), "after restart");
 }
 
+TEST(ClientFailureTest, ClientOpensANewSessionWhenTheMdsForgotIt) {
+  // An in-memory MDS comes back empty: it knows neither the namespace nor our session.
+  auto cluster = StartCluster({.num_oss = 1, .osts_per_oss = 1, .mds_in_memory = true});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->Mkdir("/before").ok());
+  ASSERT_TRUE(cluster->RestartMds().ok());
+  ASSERT_TRUE(cluster->WaitForOsts(1).ok());
+  EXPECT_EQ(c->Stat("/before").status().code(), StatusCode::kNotFound);
+  Status st = c->Mkdir("/after");  // a mutation: needs a session the MDS knows
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(c->WriteFile("/after/f", "data").ok());
+  EXPECT_EQ(c->ReadFile("/after/f").value_or(""), "data");
+}
+
 }  // namespace
 }  // namespace ciuic::testing
