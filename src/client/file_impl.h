@@ -24,6 +24,20 @@
 
 namespace ciuic::client {
 
+// Readahead fetches whole 1 MiB chunks; reads of 512 KiB or more go straight to the caller.
+inline constexpr uint64_t kRaChunk = 1ull << 20;
+inline constexpr uint64_t kRaDirectMin = 512ull << 10;
+// Writes up to this size are gathered in the write buffer; larger ones are sent from the caller.
+inline constexpr size_t kSmallWriteMax = 256u << 10;
+// Write-buffer flushes in flight per file (bounds memory to (1 + kMaxFlights) buffers).
+inline constexpr int kMaxFlights = 4;
+inline constexpr uint64_t kMaxFileSize = (1ull << 63) - 1;
+
+// True when `layout` maps every byte of [0, end) onto instantiated components.
+bool LayoutCovers(const FileLayout* layout, uint64_t end);
+// Number of instantiated components.
+size_t CountInstantiated(const FileLayout& layout);
+
 // Converts the MDS's attributes to the public form.
 FileStat FileStatFromAttr(const pb::Attr& attr);
 // Updates `node` from attributes and layout the MDS returned (keeps local unflushed size).

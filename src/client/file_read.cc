@@ -1,0 +1,295 @@
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "client/block_verify.h"
+#include "client/file_impl.h"
+#include "client/io_plan.h"
+#include "common/crc32c.h"
+#include "common/logging.h"
+#include "net/pb_convert.h"
+
+// The read path of OpenFile: striped fan-out with verification, and readahead.
+namespace ciuic::client {
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+namespace {
+
+struct ReadOp {
+  IoCallback cb;
+  uint8_t* buf = nullptr;
+  uint64_t offset = 0;
+  uint64_t len = 0;
+  RangeLock::Ticket ticket = 0;
+  std::vector<ReadPiece> pieces;
+  std::mutex mu;
+  size_t left = 0;
+  Status first;
+};
+
+// Checks one read reply and moves its bytes into place.
+Status FinishReadPiece(const Fid& fid, const ReadPiece& p, Result<net::Reply> r) {
+  if (!r.ok())
+    return std::move(r).status();
+  net::Reply& rep = *r;
+  pb::ReadResp resp;
+  CIUIC_RETURN_IF_ERROR(net::Parse(rep.body, &resp, "ReadResp"));
+  const ObjectId oid{fid, p.comp_id, p.stripe};
+  if (rep.data_len > p.len || resp.aligned_offset() != p.obj_offset) {
+    return Status::Corruption(
+        fmt::format("OST {} object {}: read reply for [{}, +{}) carries [{}, +{})", p.ost,
+                    oid.FileName(), p.obj_offset, p.len, resp.aligned_offset(), rep.data_len));
+  }
+  uint8_t* data = rep.data_in_dest ? p.dest : rep.data.data();
+  if (rep.data_in_dest && !p.direct) {
+    return Status::Internal("read reply landed in a destination that was not offered");
+  }
+  BlockSource src;
+  src.ost = p.ost;
+  src.obj = oid;
+  CIUIC_RETURN_IF_ERROR(VerifyReadBlocks(
+      data, rep.data_len, resp.aligned_offset(), resp.object_length(), resp.exists(),
+      resp.block_crcs().data(), static_cast<size_t>(resp.block_crcs_size()), src));
+  if (p.direct) {
+    if (data != p.dest && rep.data_len > 0)
+      std::memcpy(p.dest, data, rep.data_len);
+    if (rep.data_len < p.len)
+      std::memset(p.dest + rep.data_len, 0, p.len - rep.data_len);
+    return Status::OK();
+  }
+  uint64_t have = 0;
+  if (p.skip < rep.data_len) {
+    have = std::min<uint64_t>(p.copy_len, rep.data_len - p.skip);
+    std::memcpy(p.dest, data + p.skip, have);
+  }
+  if (have < p.copy_len)
+    std::memset(p.dest + have, 0, p.copy_len - have);
+  return Status::OK();
+}
+
+}  // namespace
+
+void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb) {
+  auto op = std::make_shared<ReadOp>();
+  op->cb = std::move(cb);
+  op->buf = buf;
+  op->offset = offset;
+  op->len = len;
+  OpStart(false);
+  auto self = shared_from_this();
+  auto finish = [self, op] {
+    self->node_->ranges.Release(op->ticket);
+    Status st = op->first;
+    auto cb = std::move(op->cb);
+    if (st.ok()) {
+      cb(static_cast<size_t>(op->len));
+    } else {
+      cb(st.WithContext(self->path_));
+    }
+    self->OpDone(false);
+  };
+  node_->ranges.Acquire(offset, offset + len, false, [self, op, finish](RangeLock::Ticket t) {
+    op->ticket = t;
+    // Plan once the range is ours: a write that held it may have instantiated components.
+    auto layout = self->node_->GetLayout();
+    if (!layout || layout->empty()) {
+      std::memset(op->buf, 0, op->len);
+      finish();
+      return;
+    }
+    op->pieces = PlanRead(*layout, op->offset, op->len, op->buf);
+    op->left = op->pieces.size() + 1;  // +1 until every piece is issued
+    for (size_t i = 0; i < op->pieces.size(); ++i) {
+      const ReadPiece& p = op->pieces[i];
+      if (p.hole) {
+        std::memset(p.dest, 0, p.copy_len);
+        std::lock_guard<std::mutex> lock(op->mu);
+        --op->left;
+        continue;
+      }
+      auto call = std::make_shared<OstCall>();
+      call->type = net::MsgType::kRead;
+      call->ost = p.ost;
+      auto req = std::make_unique<pb::ReadReq>();
+      req->set_ost(p.ost);
+      net::ToPb(ObjectId{self->node_->fid, p.comp_id, p.stripe}, req->mutable_obj());
+      req->set_offset(p.obj_offset);
+      req->set_length(p.len);
+      call->req = std::move(req);
+      if (p.direct)
+        call->in_dest = std::span<uint8_t>(p.dest, p.len);
+      call->done = [self, op, i, finish](Result<net::Reply> r) {
+        Status st = FinishReadPiece(self->node_->fid, op->pieces[i], std::move(r));
+        self->ThrottleDone();
+        bool last;
+        {
+          std::lock_guard<std::mutex> lock(op->mu);
+          if (!st.ok() && op->first.ok())
+            op->first = st;
+          last = --op->left == 0;
+        }
+        if (last)
+          finish();
+      };
+      self->Throttled([self, call] { self->core_->OstCallAsync(call); });
+    }
+    bool last;
+    {
+      std::lock_guard<std::mutex> lock(op->mu);
+      last = --op->left == 0;
+    }
+    if (last)
+      finish();
+  });
+}
+
+Result<size_t> OpenFile::ReadDirect(uint8_t* buf, uint64_t len, uint64_t offset) {
+  return WaitIo([&](IoCallback cb) { ReadRange(buf, len, offset, std::move(cb)); });
+}
+
+void OpenFile::DropReadahead() {
+  std::lock_guard<std::mutex> lock(ra_mu_);
+  chunks_.clear();
+}
+
+Result<size_t> OpenFile::ReadThroughCache(uint8_t* buf,
+                                          uint64_t len,
+                                          uint64_t offset,
+                                          uint64_t size) {
+  ReadaheadPolicy::Decision d;
+  std::vector<std::pair<uint64_t, std::shared_ptr<Chunk>>> issue;
+  {
+    std::lock_guard<std::mutex> lock(ra_mu_);
+    d = ra_.OnRead(offset, len, size);
+    if (!d.use_readahead) {
+      if (!ra_.sequential())
+        chunks_.clear();
+    } else {
+      const uint64_t gen = node_->write_gen.load();
+      for (auto it = chunks_.begin(); it != chunks_.end();) {
+        const bool behind = it->first < d.first_chunk;
+        const bool stale = it->second->done && (it->second->gen != gen || !it->second->st.ok());
+        it = behind || stale ? chunks_.erase(it) : std::next(it);
+      }
+      for (uint64_t idx = d.first_chunk; idx < d.end_chunk; ++idx) {
+        if (chunks_.count(idx))
+          continue;
+        auto c = std::make_shared<Chunk>();
+        c->gen = gen;
+        chunks_[idx] = c;
+        issue.emplace_back(idx, c);
+      }
+    }
+  }
+  if (!d.use_readahead)
+    return ReadDirect(buf, len, offset);
+
+  auto self = shared_from_this();
+  for (auto& [idx, c] : issue) {
+    const uint64_t start = idx * kRaChunk;
+    const uint64_t n = start < size ? std::min(kRaChunk, size - start) : 0;
+    if (n == 0) {
+      std::lock_guard<std::mutex> lock(ra_mu_);
+      c->done = true;
+      continue;
+    }
+    c->buf.Resize(AlignUp(n, kCrcBlockSize));
+    ReadRange(c->buf.data(), c->buf.size(), start, [self, c, n](Result<size_t> r) {
+      std::lock_guard<std::mutex> lock(self->ra_mu_);
+      c->done = true;
+      if (r.ok()) {
+        c->valid = n;
+      } else {
+        c->st = r.status();
+      }
+      self->ra_cv_.notify_all();
+    });
+  }
+
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t pos = offset + done;
+    const uint64_t idx = pos / kRaChunk;
+    std::shared_ptr<Chunk> c;
+    {
+      std::unique_lock<std::mutex> lock(ra_mu_);
+      auto it = chunks_.find(idx);
+      if (it != chunks_.end()) {
+        c = it->second;
+        ra_cv_.wait(lock, [&] { return c->done; });
+        if (!c->st.ok() || c->gen != node_->write_gen.load()) {
+          // Failed or overtaken by a write: read the rest directly (which reports any error).
+          auto again = chunks_.find(idx);
+          if (again != chunks_.end() && again->second == c)
+            chunks_.erase(again);
+          c.reset();
+        }
+      }
+    }
+    if (!c) {
+      CIUIC_ASSIGN_OR_RETURN(size_t got, ReadDirect(buf + done, len - done, pos));
+      return static_cast<size_t>(done + got);
+    }
+    const uint64_t in = pos - idx * kRaChunk;
+    if (in >= c->valid)
+      break;  // the file ended before this chunk did
+    const uint64_t take = std::min(len - done, c->valid - in);
+    std::memcpy(buf + done, c->buf.data() + in, take);
+    done += take;
+  }
+  return static_cast<size_t>(done);
+}
+
+Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
+  CIUIC_RETURN_IF_ERROR(CheckOpen(false));
+  if (len == 0)
+    return size_t{0};
+  uint64_t size;
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    size = node_->size;
+  }
+  if (offset >= size)
+    return size_t{0};
+  const uint64_t n = std::min<uint64_t>(len, size - offset);
+  node_->FlushOverlapping(offset, n, true);
+  return ReadThroughCache(static_cast<uint8_t*>(buf), n, offset, size);
+}
+
+void OpenFile::PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb) {
+  Status st = CheckOpen(false);
+  if (!st.ok()) {
+    PostCompletion(std::move(cb), st);
+    return;
+  }
+  uint64_t size;
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    size = node_->size;
+  }
+  if (len == 0 || offset >= size) {
+    PostCompletion(std::move(cb), size_t{0});
+    return;
+  }
+  const uint64_t n = std::min<uint64_t>(len, size - offset);
+  if (!node_->FlushOverlapping(offset, n, false)) {
+    // A buffer is busy (its owner waits on the network): flush and read from the pool.
+    auto self = shared_from_this();
+    auto shared_cb = std::make_shared<IoCallback>(std::move(cb));
+    if (core_->pool().TrySubmit([self, buf, n, offset, shared_cb] {
+          self->node_->FlushOverlapping(offset, n, true);
+          self->ReadRange(static_cast<uint8_t*>(buf), n, offset, std::move(*shared_cb));
+        })) {
+      return;
+    }
+    PostCompletion(std::move(*shared_cb),
+                   Status::Aborted(fmt::format("{}: client shut down", path_)));
+    return;
+  }
+  ReadRange(static_cast<uint8_t*>(buf), n, offset, std::move(cb));
+}
+
+}  // namespace ciuic::client
