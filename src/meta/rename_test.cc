@@ -180,10 +180,12 @@ TYPED_TEST(RenameTest, CrossingRenamesCannotBothSucceed) {
     t1.join();
     t2.join();
     EXPECT_NE(s1.ok(), s2.ok()) << s1.ToString() << " / " << s2.ToString();
-    if (!s1.ok())
+    if (!s1.ok()) {
       EXPECT_EQ(s1.code(), StatusCode::kInvalidArgument);
-    if (!s2.ok())
+    }
+    if (!s2.ok()) {
       EXPECT_EQ(s2.code(), StatusCode::kInvalidArgument);
+    }
   }
 }
 
