@@ -38,10 +38,10 @@ scripts/build.sh release
 run_ctest release build/release
 
 if [ "$asan" = 1 ]; then
-  echo "== ASan+UBSan build"
+  echo "== ASan+UBSan build (the 100,000-entry readdir runs in the release tree only: ~150 s under ASan)"
   scripts/build.sh asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_ctest asan build/asan -LE e2e
+    run_ctest asan build/asan -LE e2e -E 'ReadDirOf100000Entries'
 fi
 
 echo
