@@ -65,7 +65,8 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 bool DropCaches() {
   ::sync();
   std::ofstream f("/proc/sys/vm/drop_caches");
-  if (!f) return false;
+  if (!f)
+    return false;
   f << "3\n";
   f.flush();
   return static_cast<bool>(f);
@@ -89,7 +90,9 @@ class Target {
  public:
   virtual ~Target() = default;
   virtual std::string name() const = 0;
-  virtual Result<std::unique_ptr<BFile>> Open(const std::string& path, bool create, uint64_t size_hint) = 0;
+  virtual Result<std::unique_ptr<BFile>> Open(const std::string& path,
+                                              bool create,
+                                              uint64_t size_hint) = 0;
   virtual Status Mkdir(const std::string& path) = 0;
   virtual Status CreateEmpty(const std::string& path) = 0;
   virtual Status Stat(const std::string& path) = 0;
@@ -102,14 +105,17 @@ class LocalFile : public BFile {
  public:
   LocalFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   ~LocalFile() override {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0)
+      ::close(fd_);
   }
   Status Pwrite(const void* buf, size_t len, uint64_t off) override {
     size_t done = 0;
     while (done < len) {
-      ssize_t r = ::pwrite(fd_, static_cast<const char*>(buf) + done, len - done, static_cast<off_t>(off + done));
+      ssize_t r = ::pwrite(fd_, static_cast<const char*>(buf) + done, len - done,
+                           static_cast<off_t>(off + done));
       if (r < 0) {
-        if (errno == EINTR) continue;
+        if (errno == EINTR)
+          continue;
         return Status::FromErrno(errno, path_);
       }
       done += static_cast<size_t>(r);
@@ -118,7 +124,8 @@ class LocalFile : public BFile {
   }
   Result<size_t> Pread(void* buf, size_t len, uint64_t off) override {
     ssize_t r = ::pread(fd_, buf, len, static_cast<off_t>(off));
-    if (r < 0) return Status::FromErrno(errno, path_);
+    if (r < 0)
+      return Status::FromErrno(errno, path_);
     return static_cast<size_t>(r);
   }
   Status Fsync() override {
@@ -132,9 +139,11 @@ class LocalFile : public BFile {
   Result<uint64_t> RandomReads(uint64_t size, int qd, double seconds, uint64_t seed) override {
     struct io_uring ring;
     int rc = io_uring_queue_init(static_cast<unsigned>(qd * 2), &ring, 0);
-    if (rc < 0) return Status::FromErrno(-rc, "io_uring_queue_init");
+    if (rc < 0)
+      return Status::FromErrno(-rc, "io_uring_queue_init");
     std::vector<char*> bufs(static_cast<size_t>(qd));
-    for (auto& b : bufs) b = static_cast<char*>(std::aligned_alloc(4096, 4096));
+    for (auto& b : bufs)
+      b = static_cast<char*>(std::aligned_alloc(4096, 4096));
     std::mt19937_64 rng(seed);
     const uint64_t blocks = size / 4096;
     auto submit = [&](int slot) {
@@ -142,11 +151,13 @@ class LocalFile : public BFile {
       io_uring_prep_read(sqe, fd_, bufs[static_cast<size_t>(slot)], 4096, (rng() % blocks) * 4096);
       io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
     };
-    for (int i = 0; i < qd; ++i) submit(i);
+    for (int i = 0; i < qd; ++i)
+      submit(i);
     io_uring_submit(&ring);
     uint64_t ops = 0;
     auto start = Clock::now();
-    auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    auto deadline =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     Status err;
     int inflight = qd;
     bool stop = false;
@@ -158,11 +169,13 @@ class LocalFile : public BFile {
         break;
       }
       int slot = static_cast<int>(io_uring_cqe_get_data64(cqe));
-      if (cqe->res < 0 && err.ok()) err = Status::FromErrno(-cqe->res, path_);
+      if (cqe->res < 0 && err.ok())
+        err = Status::FromErrno(-cqe->res, path_);
       io_uring_cqe_seen(&ring, cqe);
       --inflight;
       ++ops;
-      if (!stop && (ops & 63) == 0 && Clock::now() >= deadline) stop = true;
+      if (!stop && (ops & 63) == 0 && Clock::now() >= deadline)
+        stop = true;
       if (!stop && err.ok()) {
         submit(slot);
         io_uring_submit(&ring);
@@ -170,8 +183,10 @@ class LocalFile : public BFile {
       }
     }
     io_uring_queue_exit(&ring);
-    for (auto* b : bufs) std::free(b);
-    if (!err.ok()) return err;
+    for (auto* b : bufs)
+      std::free(b);
+    if (!err.ok())
+      return err;
     return ops;
   }
 
@@ -188,7 +203,8 @@ class LocalTarget : public Target {
   Result<std::unique_ptr<BFile>> Open(const std::string& path, bool create, uint64_t) override {
     int flags = O_RDWR | O_DIRECT | (create ? O_CREAT | O_TRUNC : 0);
     int fd = ::open(path.c_str(), flags, 0644);
-    if (fd < 0) return Status::FromErrno(errno, path);
+    if (fd < 0)
+      return Status::FromErrno(errno, path);
     return std::unique_ptr<BFile>(new LocalFile(fd, path));
   }
   Status Mkdir(const std::string& path) override {
@@ -198,7 +214,8 @@ class LocalTarget : public Target {
   }
   Status CreateEmpty(const std::string& path) override {
     int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
-    if (fd < 0) return Status::FromErrno(errno, path);
+    if (fd < 0)
+      return Status::FromErrno(errno, path);
     ::close(fd);
     return Status::OK();
   }
@@ -224,23 +241,28 @@ class CiuicFile : public BFile {
     auto r = f_->Pwrite(buf, len, off);
     return r.ok() ? Status::OK() : r.status();
   }
-  Result<size_t> Pread(void* buf, size_t len, uint64_t off) override { return f_->Pread(buf, len, off); }
+  Result<size_t> Pread(void* buf, size_t len, uint64_t off) override {
+    return f_->Pread(buf, len, off);
+  }
   Status Fsync() override { return f_->Fsync(); }
   Status Close() override { return f_->Close(); }
   Result<uint64_t> RandomReads(uint64_t size, int qd, double seconds, uint64_t seed) override {
     std::mutex mu;
     std::condition_variable cv;
     std::vector<char*> bufs(static_cast<size_t>(qd));
-    for (auto& b : bufs) b = static_cast<char*>(std::aligned_alloc(4096, 4096));
+    for (auto& b : bufs)
+      b = static_cast<char*>(std::aligned_alloc(4096, 4096));
     std::mt19937_64 rng(seed);
     const uint64_t blocks = size / 4096;
     std::atomic<uint64_t> ops{0};
     int inflight = 0;
     Status err;
     bool stop = false;
-    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(seconds));
     std::vector<int> free_slots;
-    for (int i = 0; i < qd; ++i) free_slots.push_back(i);
+    for (int i = 0; i < qd; ++i)
+      free_slots.push_back(i);
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
       while (!stop && !free_slots.empty()) {
@@ -251,7 +273,8 @@ class CiuicFile : public BFile {
         lock.unlock();
         f_->PreadAsync(bufs[static_cast<size_t>(slot)], 4096, off, [&, slot](Result<size_t> r) {
           std::lock_guard<std::mutex> g(mu);
-          if (!r.ok() && err.ok()) err = r.status();
+          if (!r.ok() && err.ok())
+            err = r.status();
           ops.fetch_add(1, std::memory_order_relaxed);
           --inflight;
           free_slots.push_back(slot);
@@ -259,17 +282,21 @@ class CiuicFile : public BFile {
         });
         lock.lock();
       }
-      if (stop && inflight == 0) break;
+      if (stop && inflight == 0)
+        break;
       if (stop) {
         cv.wait(lock, [&] { return inflight == 0; });
         continue;
       }
       cv.wait(lock, [&] { return !free_slots.empty(); });
-      if (Clock::now() >= deadline || !err.ok()) stop = true;
+      if (Clock::now() >= deadline || !err.ok())
+        stop = true;
     }
     lock.unlock();
-    for (auto* b : bufs) std::free(b);
-    if (!err.ok()) return err;
+    for (auto* b : bufs)
+      std::free(b);
+    if (!err.ok())
+      return err;
     return ops.load();
   }
 
@@ -279,20 +306,25 @@ class CiuicFile : public BFile {
 
 class CiuicTarget : public Target {
  public:
-  CiuicTarget(std::unique_ptr<Client> c, std::string dir) : c_(std::move(c)), dir_(std::move(dir)) {}
+  CiuicTarget(std::unique_ptr<Client> c, std::string dir)
+      : c_(std::move(c)), dir_(std::move(dir)) {}
   std::string name() const override { return "ciuic"; }
   std::string Path(const std::string& rel) const override { return dir_ + "/" + rel; }
-  Result<std::unique_ptr<BFile>> Open(const std::string& path, bool create, uint64_t size_hint) override {
+  Result<std::unique_ptr<BFile>> Open(const std::string& path,
+                                      bool create,
+                                      uint64_t size_hint) override {
     OpenOptions oo;
     oo.size_hint = size_hint;
     auto f = c_->Open(path, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0644, oo);
-    if (!f.ok()) return f.status();
+    if (!f.ok())
+      return f.status();
     return std::unique_ptr<BFile>(new CiuicFile(std::move(*f)));
   }
   Status Mkdir(const std::string& path) override { return c_->MkdirAll(path, 0755); }
   Status CreateEmpty(const std::string& path) override {
     auto f = c_->Open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
-    if (!f.ok()) return f.status();
+    if (!f.ok())
+      return f.status();
     return (*f)->Close();
   }
   Status Stat(const std::string& path) override { return c_->Stat(path).status(); }
@@ -322,11 +354,13 @@ Status RunWorkers(int threads, const std::function<Status(int)>& fn) {
       Status s = fn(i);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
-        if (first.ok()) first = s;
+        if (first.ok())
+          first = s;
       }
     });
   }
-  for (auto& t : ts) t.join();
+  for (auto& t : ts)
+    t.join();
   return first;
 }
 
@@ -361,16 +395,19 @@ Result<Sample> SeqWrite(Target& t, const Config& c, bool shared, std::vector<std
   Status s = RunWorkers(n, [&](int i) -> Status {
     BFile& f = shared ? *files[0] : *files[static_cast<size_t>(i)];
     uint64_t base = shared ? per * static_cast<uint64_t>(i) : 0;
-    std::unique_ptr<char, decltype(&std::free)> buf(FillBuffer(c.block, static_cast<uint64_t>(i) + 1), &std::free);
+    std::unique_ptr<char, decltype(&std::free)> buf(
+        FillBuffer(c.block, static_cast<uint64_t>(i) + 1), &std::free);
     for (uint64_t off = 0; off < per; off += c.block) {
       CIUIC_RETURN_IF_ERROR(f.Pwrite(buf.get(), c.block, base + off));
     }
     return shared ? Status::OK() : f.Fsync();
   });
-  if (s.ok() && shared) s = files[0]->Fsync();
+  if (s.ok() && shared)
+    s = files[0]->Fsync();
   for (auto& f : files) {
     Status cs = f->Close();
-    if (s.ok()) s = cs;
+    if (s.ok())
+      s = cs;
   }
   auto end = Clock::now();
   CIUIC_RETURN_IF_ERROR(s);
@@ -378,7 +415,10 @@ Result<Sample> SeqWrite(Target& t, const Config& c, bool shared, std::vector<std
   return Sample{static_cast<double>(per * static_cast<uint64_t>(n)) / secs / (1 << 20), secs};
 }
 
-Result<Sample> SeqRead(Target& t, const Config& c, bool shared, const std::vector<std::string>& paths) {
+Result<Sample> SeqRead(Target& t,
+                       const Config& c,
+                       bool shared,
+                       const std::vector<std::string>& paths) {
   const int n = c.threads;
   const uint64_t per = c.size / static_cast<uint64_t>(n) / c.block * c.block;
   std::vector<std::unique_ptr<BFile>> files;
@@ -390,27 +430,32 @@ Result<Sample> SeqRead(Target& t, const Config& c, bool shared, const std::vecto
   Status s = RunWorkers(n, [&](int i) -> Status {
     BFile& f = shared ? *files[0] : *files[static_cast<size_t>(i)];
     uint64_t base = shared ? per * static_cast<uint64_t>(i) : 0;
-    std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(std::aligned_alloc(4096, c.block)), &std::free);
+    std::unique_ptr<char, decltype(&std::free)> buf(
+        static_cast<char*>(std::aligned_alloc(4096, c.block)), &std::free);
     for (uint64_t off = 0; off < per; off += c.block) {
       CIUIC_ASSIGN_OR_RETURN(size_t got, f.Pread(buf.get(), c.block, base + off));
-      if (got != c.block) return Status::IoError(fmt::format("short read at {}", base + off));
+      if (got != c.block)
+        return Status::IoError(fmt::format("short read at {}", base + off));
     }
     return Status::OK();
   });
-  for (auto& f : files) (void)f->Close().ok();  // read-only: nothing to lose
+  for (auto& f : files)
+    (void)f->Close().ok();  // read-only: nothing to lose
   auto end = Clock::now();
   CIUIC_RETURN_IF_ERROR(s);
   double secs = Seconds(start, end);
   return Sample{static_cast<double>(per * static_cast<uint64_t>(n)) / secs / (1 << 20), secs};
 }
 
-Result<Sample> RandRead(Target& t, const Config& c, const std::string& path, uint64_t size, uint64_t seed) {
+Result<Sample> RandRead(
+    Target& t, const Config& c, const std::string& path, uint64_t size, uint64_t seed) {
   CIUIC_ASSIGN_OR_RETURN(auto f, t.Open(path, false, 0));
   auto start = Clock::now();
   auto ops = f->RandomReads(size, c.qd, c.rand_seconds, seed);
   auto end = Clock::now();
   (void)f->Close().ok();  // read-only
-  if (!ops.ok()) return ops.status();
+  if (!ops.ok())
+    return ops.status();
   double secs = Seconds(start, end);
   return Sample{static_cast<double>(*ops) / secs, secs};
 }
@@ -428,7 +473,8 @@ Result<MetaSample> Meta(Target& t, const Config& c, int run) {
   auto phase = [&](const std::function<Status(const std::string&)>& op) -> Result<double> {
     auto start = Clock::now();
     Status s = RunWorkers(th, [&](int w) -> Status {
-      for (int k = w; k < n; k += th) CIUIC_RETURN_IF_ERROR(op(name(k)));
+      for (int k = w; k < n; k += th)
+        CIUIC_RETURN_IF_ERROR(op(name(k)));
       return Status::OK();
     });
     CIUIC_RETURN_IF_ERROR(s);
@@ -454,7 +500,8 @@ struct Stats {
 
 Stats Summarize(std::vector<double> v) {
   Stats s;
-  if (v.empty()) return s;
+  if (v.empty())
+    return s;
   std::sort(v.begin(), v.end());
   s.min = v.front();
   s.max = v.back();
@@ -467,18 +514,23 @@ int Main(int argc, char** argv) {
   CLI::App app{
       "ciuic-benchmark: ciuic side by side with a local directory, same method on both sides.\n"
       "Example: ciuic-benchmark --cluster ~/ciuic/cluster.conf --size 4G --runs 3 --json out.json"};
-  app.add_option("--cluster", c.cluster_file, "cluster file (default $CIUIC_CLUSTER, ~/ciuic/cluster.conf)");
+  app.add_option("--cluster", c.cluster_file,
+                 "cluster file (default $CIUIC_CLUSTER, ~/ciuic/cluster.conf)");
   app.add_option("--local-dir", c.local_dir, "baseline directory on the local disk");
   app.add_option("--remote-dir", c.remote_dir, "working directory inside ciuic");
-  app.add_option("--phases", c.phases, "phases: seq, rand, meta")->delimiter(',')
+  app.add_option("--phases", c.phases, "phases: seq, rand, meta")
+      ->delimiter(',')
       ->check(CLI::IsMember({"seq", "rand", "meta"}));
   app.add_option("--size", c.size_s, "bytes written per seq phase (e.g. 4G)");
   app.add_option("--block", c.block_s, "IO size of the seq phases (e.g. 1M)");
   app.add_option("--threads", c.threads, "threads of the seq phases")->check(CLI::Range(1, 64));
   app.add_option("--qd", c.qd, "queue depth of the rand phase")->check(CLI::Range(1, 1024));
-  app.add_option("--rand-seconds", c.rand_seconds, "duration of one rand run")->check(CLI::Range(0.5, 3600.0));
-  app.add_option("--meta-files", c.meta_files, "files of the meta phase")->check(CLI::Range(1, 10000000));
-  app.add_option("--meta-threads", c.meta_threads, "threads of the meta phase")->check(CLI::Range(1, 64));
+  app.add_option("--rand-seconds", c.rand_seconds, "duration of one rand run")
+      ->check(CLI::Range(0.5, 3600.0));
+  app.add_option("--meta-files", c.meta_files, "files of the meta phase")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--meta-threads", c.meta_threads, "threads of the meta phase")
+      ->check(CLI::Range(1, 64));
   app.add_option("--runs", c.runs, "runs per phase (median reported)")->check(CLI::Range(1, 100));
   app.add_flag("--quick", c.quick, "small sizes, one run: a smoke run in well under a minute");
   app.add_flag("--no-local", c.no_local, "skip the local-directory baseline");
@@ -487,7 +539,8 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0)
+      return app.exit(e);
     fmt::print(stderr, "ciuic-benchmark: {} (see --help)\n", e.what());
     return 2;
   }
@@ -500,7 +553,8 @@ int Main(int argc, char** argv) {
   auto size = ParseSize(c.size_s);
   auto block = ParseSize(c.block_s);
   if (!size.ok() || !block.ok()) {
-    fmt::print(stderr, "ciuic-benchmark: {}\n", (!size.ok() ? size.status() : block.status()).message());
+    fmt::print(stderr, "ciuic-benchmark: {}\n",
+               (!size.ok() ? size.status() : block.status()).message());
     return 2;
   }
   c.size = *size;
@@ -552,7 +606,9 @@ int Main(int argc, char** argv) {
 
   bool dropped_all = true;
   auto drop = [&] { dropped_all = DropCaches() && dropped_all; };
-  auto want = [&](const std::string& p) { return std::find(c.phases.begin(), c.phases.end(), p) != c.phases.end(); };
+  auto want = [&](const std::string& p) {
+    return std::find(c.phases.begin(), c.phases.end(), p) != c.phases.end();
+  };
 
   // results[metric][target] = samples
   std::map<std::string, std::map<std::string, std::vector<double>>> results;
@@ -563,10 +619,11 @@ int Main(int argc, char** argv) {
     }
     results[metric][target].push_back(v);
   };
-  fmt::print("ciuic-benchmark: phases {} | seq {} in {} blocks, {} threads | rand 4 KiB QD {} for {} s | "
-             "meta {} files, {} threads | {} run(s)\n",
-             fmt::join(c.phases, ","), FormatSize(c.size), FormatSize(c.block), c.threads, c.qd,
-             c.rand_seconds, c.meta_files, c.meta_threads, c.runs);
+  fmt::print(
+      "ciuic-benchmark: phases {} | seq {} in {} blocks, {} threads | rand 4 KiB QD {} for {} s | "
+      "meta {} files, {} threads | {} run(s)\n",
+      fmt::join(c.phases, ","), FormatSize(c.size), FormatSize(c.block), c.threads, c.qd,
+      c.rand_seconds, c.meta_files, c.meta_threads, c.runs);
   int rc = 0;
   for (int run = 0; run < c.runs && rc == 0; ++run) {
     for (auto& t : targets) {
@@ -577,7 +634,8 @@ int Main(int argc, char** argv) {
       };
       if (want("seq") || want("rand")) {
         for (bool shared : {false, true}) {
-          if (!want("seq") && shared) break;
+          if (!want("seq") && shared)
+            break;
           std::vector<std::string> paths;
           std::string kind = shared ? "shared" : "fpp";
           drop();
@@ -595,8 +653,8 @@ int Main(int argc, char** argv) {
               break;
             }
             record(fmt::format("seq_read_{}_MiBps", kind), tn, r->value);
-            fmt::print("  run {} {:<6} seq {:<6} write {:8.1f} MiB/s  read {:8.1f} MiB/s\n", run + 1, tn,
-                       kind, w->value, r->value);
+            fmt::print("  run {} {:<6} seq {:<6} write {:8.1f} MiB/s  read {:8.1f} MiB/s\n",
+                       run + 1, tn, kind, w->value, r->value);
           }
           if (want("rand") && !shared) {
             drop();
@@ -607,9 +665,11 @@ int Main(int argc, char** argv) {
               break;
             }
             record("rand_read_4k_iops", tn, rr->value);
-            fmt::print("  run {} {:<6} rand 4 KiB QD{}  {:10.0f} IOPS\n", run + 1, tn, c.qd, rr->value);
+            fmt::print("  run {} {:<6} rand 4 KiB QD{}  {:10.0f} IOPS\n", run + 1, tn, c.qd,
+                       rr->value);
           }
-          for (const auto& p : paths) (void)t->Unlink(p).ok();  // cleanup
+          for (const auto& p : paths)
+            (void)t->Unlink(p).ok();  // cleanup
         }
       }
       if (rc == 0 && want("meta")) {
@@ -622,22 +682,29 @@ int Main(int argc, char** argv) {
           record("meta_create_per_s", tn, m->create.value);
           record("meta_stat_per_s", tn, m->stat.value);
           record("meta_unlink_per_s", tn, m->unlink.value);
-          fmt::print("  run {} {:<6} meta {:9.0f} ops/s (create {:.0f}, stat {:.0f}, unlink {:.0f})\n", run + 1, tn,
-                     m->all.value, m->create.value, m->stat.value, m->unlink.value);
+          fmt::print(
+              "  run {} {:<6} meta {:9.0f} ops/s (create {:.0f}, stat {:.0f}, unlink {:.0f})\n",
+              run + 1, tn, m->all.value, m->create.value, m->stat.value, m->unlink.value);
         }
       }
     }
   }
 
   nlohmann::json j;
-  j["config"] = {{"size", c.size}, {"block", c.block}, {"threads", c.threads}, {"qd", c.qd},
-                 {"rand_seconds", c.rand_seconds}, {"meta_files", c.meta_files},
-                 {"meta_threads", c.meta_threads}, {"runs", c.runs}, {"phases", c.phases}};
+  j["config"] = {{"size", c.size},
+                 {"block", c.block},
+                 {"threads", c.threads},
+                 {"qd", c.qd},
+                 {"rand_seconds", c.rand_seconds},
+                 {"meta_files", c.meta_files},
+                 {"meta_threads", c.meta_threads},
+                 {"runs", c.runs},
+                 {"phases", c.phases}};
   j["caches_dropped"] = dropped_all;
   j["fsync"] = true;
   j["direct_io"] = true;
-  fmt::print("\n{:<24} {:>14} {:>14} {:>8}   (median of {} run(s); min..max in JSON)\n", "metric", "local",
-             "ciuic", "ratio", c.runs);
+  fmt::print("\n{:<24} {:>14} {:>14} {:>8}   (median of {} run(s); min..max in JSON)\n", "metric",
+             "local", "ciuic", "ratio", c.runs);
   for (const auto& metric : metric_order) {
     auto& per = results[metric];
     nlohmann::json jm;
@@ -648,14 +715,18 @@ int Main(int argc, char** argv) {
     double l = per.count("local") ? Summarize(per["local"]).median : 0;
     double ci = per.count("ciuic") ? Summarize(per["ciuic"]).median : 0;
     std::string ratio = (l > 0 && ci > 0) ? fmt::format("{:.2f}", ci / l) : "-";
-    if (l > 0 && ci > 0) jm["ratio_ciuic_over_local"] = ci / l;
+    if (l > 0 && ci > 0)
+      jm["ratio_ciuic_over_local"] = ci / l;
     j["results"][metric] = jm;
     fmt::print("{:<24} {:>14} {:>14} {:>8}\n", metric, l > 0 ? fmt::format("{:.1f}", l) : "-",
                ci > 0 ? fmt::format("{:.1f}", ci) : "-", ratio);
   }
-  fmt::print("{}\n", dropped_all ? "page cache dropped before every phase; every write phase fsynced; direct IO on the local side"
-                                 : "NOTE: caches could NOT be dropped (need root: /proc/sys/vm/drop_caches); "
-                                   "local read figures may be cache-inflated");
+  fmt::print("{}\n",
+             dropped_all
+                 ? "page cache dropped before every phase; every write phase fsynced; direct IO on "
+                   "the local side"
+                 : "NOTE: caches could NOT be dropped (need root: /proc/sys/vm/drop_caches); "
+                   "local read figures may be cache-inflated");
   if (!c.json_path.empty()) {
     std::ofstream out(c.json_path);
     out << j.dump(2) << "\n";

@@ -56,7 +56,8 @@ int Fail(const Status& s) {
 
 Result<std::unique_ptr<Client>> Connect() {
   auto path = FindClusterFile(g_cluster_file);
-  if (!path.ok()) return path.status();
+  if (!path.ok())
+    return path.status();
   ClientOptions o;
   o.cluster_file = *path;
   auto c = Client::Connect(o);
@@ -75,11 +76,13 @@ Result<std::unique_ptr<Client>> Connect() {
 
 // Normalizes a cluster path: must be absolute; strips a "ciuic:" prefix and trailing slashes.
 Result<std::string> RemotePath(std::string p) {
-  if (p.rfind("ciuic:", 0) == 0) p = p.substr(6);
+  if (p.rfind("ciuic:", 0) == 0)
+    p = p.substr(6);
   if (p.empty() || p[0] != '/') {
     return Status::InvalidArgument(fmt::format("'{}': cluster paths must be absolute (/a/b)", p));
   }
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  while (p.size() > 1 && p.back() == '/')
+    p.pop_back();
   return p;
 }
 
@@ -95,21 +98,39 @@ std::string Basename(const std::string& p) {
 std::string ModeString(uint32_t mode) {
   std::string s = "?---------";
   switch (mode & S_IFMT) {
-    case S_IFREG: s[0] = '-'; break;
-    case S_IFDIR: s[0] = 'd'; break;
-    case S_IFLNK: s[0] = 'l'; break;
-    case S_IFIFO: s[0] = 'p'; break;
-    case S_IFCHR: s[0] = 'c'; break;
-    case S_IFBLK: s[0] = 'b'; break;
-    case S_IFSOCK: s[0] = 's'; break;
+    case S_IFREG:
+      s[0] = '-';
+      break;
+    case S_IFDIR:
+      s[0] = 'd';
+      break;
+    case S_IFLNK:
+      s[0] = 'l';
+      break;
+    case S_IFIFO:
+      s[0] = 'p';
+      break;
+    case S_IFCHR:
+      s[0] = 'c';
+      break;
+    case S_IFBLK:
+      s[0] = 'b';
+      break;
+    case S_IFSOCK:
+      s[0] = 's';
+      break;
   }
   const char* rwx = "rwxrwxrwx";
   for (int i = 0; i < 9; ++i) {
-    if (mode & (1u << (8 - i))) s[i + 1] = rwx[i];
+    if (mode & (1u << (8 - i)))
+      s[i + 1] = rwx[i];
   }
-  if (mode & S_ISUID) s[3] = (mode & S_IXUSR) ? 's' : 'S';
-  if (mode & S_ISGID) s[6] = (mode & S_IXGRP) ? 's' : 'S';
-  if (mode & S_ISVTX) s[9] = (mode & S_IXOTH) ? 't' : 'T';
+  if (mode & S_ISUID)
+    s[3] = (mode & S_IXUSR) ? 's' : 'S';
+  if (mode & S_ISGID)
+    s[6] = (mode & S_IXGRP) ? 's' : 'S';
+  if (mode & S_ISVTX)
+    s[9] = (mode & S_IXOTH) ? 't' : 'T';
   return s;
 }
 
@@ -143,10 +164,13 @@ class Progress {
   ~Progress() { Finish(); }
   void Add(uint64_t n) { done_bytes_.fetch_add(n, std::memory_order_relaxed); }
   void Finish() {
-    if (done_.exchange(true)) return;
+    if (done_.exchange(true))
+      return;
     cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-    if (enabled_) Draw(true);
+    if (thread_.joinable())
+      thread_.join();
+    if (enabled_)
+      Draw(true);
   }
   double Seconds() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -162,8 +186,7 @@ class Progress {
     int fill = static_cast<int>(pct / 100.0 * width);
     fmt::print(stderr, "\r{} [{}{}] {:5.1f}% {} / {} {}/s   {}", label_, std::string(fill, '#'),
                std::string(width - fill, ' '), pct, FormatSize(d), FormatSize(total_),
-               FormatSize(static_cast<uint64_t>(static_cast<double>(d) / secs)),
-               final ? "\n" : "");
+               FormatSize(static_cast<uint64_t>(static_cast<double>(d) / secs)), final ? "\n" : "");
     std::fflush(stderr);
   }
 
@@ -184,10 +207,11 @@ class Progress {
 constexpr size_t kChunk = size_t{8} << 20;
 
 // Copies local file `src` to cluster path `dst` with `threads` writers in parallel.
-Status PutFile(Client& c, const std::string& src, const std::string& dst, int threads,
-               Progress* progress) {
+Status PutFile(
+    Client& c, const std::string& src, const std::string& dst, int threads, Progress* progress) {
   int fd = ::open(src.c_str(), O_RDONLY);
-  if (fd < 0) return Status::FromErrno(errno, src);
+  if (fd < 0)
+    return Status::FromErrno(errno, src);
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     int e = errno;
@@ -215,47 +239,60 @@ Status PutFile(Client& c, const std::string& src, const std::string& dst, int th
         static_cast<char*>(std::aligned_alloc(4096, kChunk)), &std::free);
     for (;;) {
       uint64_t off = next.fetch_add(kChunk);
-      if (off >= size) return;
+      if (off >= size)
+        return;
       size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
       ssize_t r = ::pread(fd, buf.get(), len, static_cast<off_t>(off));
       Status s;
       if (r != static_cast<ssize_t>(len)) {
-        s = r < 0 ? Status::FromErrno(errno, src) : Status::IoError(src + ": file shrank while copying");
+        s = r < 0 ? Status::FromErrno(errno, src)
+                  : Status::IoError(src + ": file shrank while copying");
       } else {
         auto w = (*f)->Pwrite(buf.get(), len, off);
-        if (!w.ok()) s = w.status();
+        if (!w.ok())
+          s = w.status();
       }
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
-        if (first.ok()) first = s;
+        if (first.ok())
+          first = s;
         next.store(size);
         return;
       }
-      if (progress) progress->Add(len);
+      if (progress)
+        progress->Add(len);
     }
   };
   int n = static_cast<int>(std::min<uint64_t>(threads, std::max<uint64_t>(1, size / kChunk)));
   std::vector<std::thread> ts;
-  for (int i = 1; i < n; ++i) ts.emplace_back(worker);
+  for (int i = 1; i < n; ++i)
+    ts.emplace_back(worker);
   worker();
-  for (auto& t : ts) t.join();
+  for (auto& t : ts)
+    t.join();
   ::close(fd);
   // put is durable when it returns: a crash of any server afterwards loses nothing.
-  if (first.ok()) first = (*f)->Fsync();
+  if (first.ok())
+    first = (*f)->Fsync();
   Status cs = (*f)->Close();
-  if (!first.ok()) return first;
+  if (!first.ok())
+    return first;
   return cs;
 }
 
-Status GetFile(Client& c, const std::string& src, const std::string& dst, int threads,
-               Progress* progress) {
+Status GetFile(
+    Client& c, const std::string& src, const std::string& dst, int threads, Progress* progress) {
   auto f = c.Open(src, O_RDONLY);
-  if (!f.ok()) return f.status();
+  if (!f.ok())
+    return f.status();
   auto st = (*f)->Stat();
-  if (!st.ok()) return st.status();
-  if (!st->is_reg()) return Status::InvalidArgument(src + ": not a regular file");
+  if (!st.ok())
+    return st.status();
+  if (!st->is_reg())
+    return Status::InvalidArgument(src + ": not a regular file");
   int fd = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC, st->mode & 0777);
-  if (fd < 0) return Status::FromErrno(errno, dst);
+  if (fd < 0)
+    return Status::FromErrno(errno, dst);
   const uint64_t size = st->size;
   std::atomic<uint64_t> next{0};
   std::mutex mu;
@@ -265,7 +302,8 @@ Status GetFile(Client& c, const std::string& src, const std::string& dst, int th
         static_cast<char*>(std::aligned_alloc(4096, kChunk)), &std::free);
     for (;;) {
       uint64_t off = next.fetch_add(kChunk);
-      if (off >= size) return;
+      if (off >= size)
+        return;
       size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
       Status s;
       auto r = (*f)->Pread(buf.get(), len, off);
@@ -273,26 +311,33 @@ Status GetFile(Client& c, const std::string& src, const std::string& dst, int th
         s = r.status();
       } else if (*r != len) {
         s = Status::IoError(fmt::format("{}: short read at {}", src, off));
-      } else if (::pwrite(fd, buf.get(), len, static_cast<off_t>(off)) != static_cast<ssize_t>(len)) {
+      } else if (::pwrite(fd, buf.get(), len, static_cast<off_t>(off)) !=
+                 static_cast<ssize_t>(len)) {
         s = Status::FromErrno(errno, dst);
       }
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
-        if (first.ok()) first = s;
+        if (first.ok())
+          first = s;
         next.store(size);
         return;
       }
-      if (progress) progress->Add(len);
+      if (progress)
+        progress->Add(len);
     }
   };
   int n = static_cast<int>(std::min<uint64_t>(threads, std::max<uint64_t>(1, size / kChunk)));
   std::vector<std::thread> ts;
-  for (int i = 1; i < n; ++i) ts.emplace_back(worker);
+  for (int i = 1; i < n; ++i)
+    ts.emplace_back(worker);
   worker();
-  for (auto& t : ts) t.join();
+  for (auto& t : ts)
+    t.join();
   Status cs = (*f)->Close();
-  if (::close(fd) != 0 && first.ok()) first = Status::FromErrno(errno, dst);
-  if (!first.ok()) return first;
+  if (::close(fd) != 0 && first.ok())
+    first = Status::FromErrno(errno, dst);
+  if (!first.ok())
+    return first;
   return cs;
 }
 
@@ -301,7 +346,8 @@ Status GetFile(Client& c, const std::string& src, const std::string& dst, int th
 
 int CmdLs(const std::vector<std::string>& paths, bool longfmt) {
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   int rc = 0;
   std::vector<std::string> ps = paths.empty() ? std::vector<std::string>{"/"} : paths;
   for (const auto& raw : ps) {
@@ -323,7 +369,8 @@ int CmdLs(const std::vector<std::string>& paths, bool longfmt) {
       std::string extra;
       if ((s.mode & S_IFMT) == S_IFLNK) {
         auto t = (*c)->Readlink(full);
-        if (t.ok()) extra = " -> " + *t;
+        if (t.ok())
+          extra = " -> " + *t;
       }
       fmt::print("{} {:>3} {:>5} {:>5} {:>12} {} {}{}\n", ModeString(s.mode), s.nlink, s.uid, s.gid,
                  s.size, TimeString(s.mtime_sec), name, extra);
@@ -332,7 +379,8 @@ int CmdLs(const std::vector<std::string>& paths, bool longfmt) {
       print_one(*p, *st, *p);
       continue;
     }
-    if (ps.size() > 1) fmt::print("{}:\n", *p);
+    if (ps.size() > 1)
+      fmt::print("{}:\n", *p);
     uint64_t cookie = 0;
     std::vector<DirEntry> all;
     for (;;) {
@@ -341,17 +389,21 @@ int CmdLs(const std::vector<std::string>& paths, bool longfmt) {
         rc = Fail(page.status());
         break;
       }
-      for (auto& e : page->entries) all.push_back(std::move(e));
+      for (auto& e : page->entries)
+        all.push_back(std::move(e));
       cookie = page->next_cookie;
-      if (page->eof) break;
+      if (page->eof)
+        break;
     }
-    std::sort(all.begin(), all.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+    std::sort(all.begin(), all.end(),
+              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
     for (const auto& e : all) {
       if (longfmt) {
         FileStat s = e.attr;
         if (!e.has_attr) {
           auto l = (*c)->Lstat(Join(*p, e.name));
-          if (!l.ok()) continue;  // deleted meanwhile
+          if (!l.ok())
+            continue;  // deleted meanwhile
           s = *l;
         }
         print_one(e.name, s, Join(*p, e.name));
@@ -365,7 +417,8 @@ int CmdLs(const std::vector<std::string>& paths, bool longfmt) {
 
 int CmdStat(const std::vector<std::string>& paths) {
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   int rc = 0;
   for (const auto& raw : paths) {
     auto p = RemotePath(raw);
@@ -378,15 +431,18 @@ int CmdStat(const std::vector<std::string>& paths) {
       rc = Fail(s.status());
       continue;
     }
-    const char* type = s->is_dir() ? "directory" : s->is_reg() ? "regular file" : s->is_symlink() ? "symbolic link" : "special file";
+    const char* type = s->is_dir()       ? "directory"
+                       : s->is_reg()     ? "regular file"
+                       : s->is_symlink() ? "symbolic link"
+                                         : "special file";
     fmt::print("  File: {}\n  Size: {:<12} Blocks: {:<10} {}\n", *p, s->size, s->blocks, type);
     fmt::print("   FID: {}  Inode: {}  Links: {}  Data version: {}\n",
                Fid{s->ino, s->fid_mds, s->fid_ver}.ToString(), s->ino, s->nlink, s->data_version);
-    fmt::print("Access: ({:04o}/{})  Uid: {}  Gid: {}\n", s->mode & 07777, ModeString(s->mode), s->uid,
-               s->gid);
-    fmt::print("Access: {}.{:09d}\nModify: {}.{:09d}\nChange: {}.{:09d}\n", TimeString(s->atime_sec),
-               s->atime_nsec, TimeString(s->mtime_sec), s->mtime_nsec, TimeString(s->ctime_sec),
-               s->ctime_nsec);
+    fmt::print("Access: ({:04o}/{})  Uid: {}  Gid: {}\n", s->mode & 07777, ModeString(s->mode),
+               s->uid, s->gid);
+    fmt::print("Access: {}.{:09d}\nModify: {}.{:09d}\nChange: {}.{:09d}\n",
+               TimeString(s->atime_sec), s->atime_nsec, TimeString(s->mtime_sec), s->mtime_nsec,
+               TimeString(s->ctime_sec), s->ctime_nsec);
   }
   return rc;
 }
@@ -396,11 +452,13 @@ int CmdMkdir(const std::vector<std::string>& paths, bool parents, const std::str
   if (!mode_s.empty()) {
     char* end = nullptr;
     unsigned long m = std::strtoul(mode_s.c_str(), &end, 8);
-    if (*end != '\0' || m > 07777) return Fail(fmt::format("bad mode '{}': expected octal like 755", mode_s));
+    if (*end != '\0' || m > 07777)
+      return Fail(fmt::format("bad mode '{}': expected octal like 755", mode_s));
     mode = static_cast<uint32_t>(m);
   }
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   int rc = 0;
   for (const auto& raw : paths) {
     auto p = RemotePath(raw);
@@ -409,19 +467,24 @@ int CmdMkdir(const std::vector<std::string>& paths, bool parents, const std::str
       continue;
     }
     Status s = parents ? (*c)->MkdirAll(*p, mode) : (*c)->Mkdir(*p, mode);
-    if (!s.ok()) rc = Fail(s);
+    if (!s.ok())
+      rc = Fail(s);
   }
   return rc;
 }
 
 Status RemoveTree(Client& c, const std::string& p) {
   auto st = c.Lstat(p);
-  if (!st.ok()) return st.status();
-  if (!st->is_dir()) return c.Unlink(p);
+  if (!st.ok())
+    return st.status();
+  if (!st->is_dir())
+    return c.Unlink(p);
   for (;;) {
     auto page = c.ReadDirPage(p, 0, 4096);
-    if (!page.ok()) return page.status();
-    if (page->entries.empty()) break;
+    if (!page.ok())
+      return page.status();
+    if (page->entries.empty())
+      break;
     for (const auto& e : page->entries) {
       CIUIC_RETURN_IF_ERROR(RemoveTree(c, Join(p, e.name)));
     }
@@ -431,7 +494,8 @@ Status RemoveTree(Client& c, const std::string& p) {
 
 int CmdRm(const std::vector<std::string>& paths, bool recursive, bool force) {
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   int rc = 0;
   for (const auto& raw : paths) {
     auto p = RemotePath(raw);
@@ -454,7 +518,8 @@ int CmdRm(const std::vector<std::string>& paths, bool recursive, bool force) {
         s = (*c)->Unlink(*p);
       }
     }
-    if (!s.ok() && !(force && s.code() == StatusCode::kNotFound)) rc = Fail(s);
+    if (!s.ok() && !(force && s.code() == StatusCode::kNotFound))
+      rc = Fail(s);
   }
   return rc;
 }
@@ -462,15 +527,19 @@ int CmdRm(const std::vector<std::string>& paths, bool recursive, bool force) {
 int CmdMv(const std::string& from, const std::string& to) {
   auto f = RemotePath(from);
   auto t = RemotePath(to);
-  if (!f.ok()) return Fail(f.status());
-  if (!t.ok()) return Fail(t.status());
+  if (!f.ok())
+    return Fail(f.status());
+  if (!t.ok())
+    return Fail(t.status());
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   std::string dst = *t;
   auto st = (*c)->Stat(dst);
   if (st.ok() && st->is_dir()) {
     auto src_st = (*c)->Lstat(*f);
-    if (src_st.ok() && !(src_st->is_dir() && src_st->ino == st->ino)) dst = Join(dst, Basename(*f));
+    if (src_st.ok() && !(src_st->is_dir() && src_st->ino == st->ino))
+      dst = Join(dst, Basename(*f));
   }
   Status s = (*c)->Rename(*f, dst);
   return s.ok() ? 0 : Fail(s);
@@ -478,26 +547,32 @@ int CmdMv(const std::string& from, const std::string& to) {
 
 int CmdLn(const std::string& target, const std::string& link, bool symbolic) {
   auto l = RemotePath(link);
-  if (!l.ok()) return Fail(l.status());
+  if (!l.ok())
+    return Fail(l.status());
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   Status s;
   if (symbolic) {
     s = (*c)->Symlink(target, *l);
   } else {
     auto t = RemotePath(target);
-    if (!t.ok()) return Fail(t.status());
+    if (!t.ok())
+      return Fail(t.status());
     s = (*c)->Link(*t, *l);
   }
   return s.ok() ? 0 : Fail(s);
 }
 
 int CmdPut(const std::vector<std::string>& args, bool recursive, int threads) {
-  if (args.size() < 2) return Fail("put needs LOCAL... DEST");
+  if (args.size() < 2)
+    return Fail("put needs LOCAL... DEST");
   auto dest = RemotePath(args.back());
-  if (!dest.ok()) return Fail(dest.status());
+  if (!dest.ok())
+    return Fail(dest.status());
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   std::vector<std::string> srcs(args.begin(), args.end() - 1);
   auto dst_st = (*c)->Stat(*dest);
   bool dest_is_dir = dst_st.ok() && dst_st->is_dir();
@@ -510,27 +585,33 @@ int CmdPut(const std::vector<std::string>& args, bool recursive, int threads) {
   for (const auto& src : srcs) {
     std::error_code ec;
     auto st = fs::status(src, ec);
-    if (ec || !fs::exists(st)) return Fail(fmt::format("{}: no such file or directory", src));
+    if (ec || !fs::exists(st))
+      return Fail(fmt::format("{}: no such file or directory", src));
     std::string base = fs::path(src).filename().string();
-    if (base.empty()) base = fs::path(src).parent_path().filename().string();
+    if (base.empty())
+      base = fs::path(src).parent_path().filename().string();
     std::string target = dest_is_dir ? Join(*dest, base) : *dest;
     if (fs::is_directory(st)) {
-      if (!recursive) return Fail(fmt::format("{}: is a directory (use put -r)", src));
+      if (!recursive)
+        return Fail(fmt::format("{}: is a directory (use put -r)", src));
       Status s = (*c)->MkdirAll(target, 0755);
-      if (!s.ok()) return Fail(s);
-      for (auto it = fs::recursive_directory_iterator(src, ec); !ec && it != fs::recursive_directory_iterator();
-           it.increment(ec)) {
+      if (!s.ok())
+        return Fail(s);
+      for (auto it = fs::recursive_directory_iterator(src, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         std::string rel = fs::relative(it->path(), src).string();
         std::string rt = Join(target, rel);
         if (it->is_directory()) {
           s = (*c)->MkdirAll(rt, 0755);
-          if (!s.ok()) return Fail(s);
+          if (!s.ok())
+            return Fail(s);
         } else if (it->is_regular_file()) {
           files.emplace_back(it->path().string(), rt);
           total += it->file_size();
         }
       }
-      if (ec) return Fail(fmt::format("{}: {}", src, ec.message()));
+      if (ec)
+        return Fail(fmt::format("{}: {}", src, ec.message()));
     } else {
       files.emplace_back(src, target);
       total += fs::file_size(src, ec);
@@ -550,27 +631,33 @@ int CmdPut(const std::vector<std::string>& args, bool recursive, int threads) {
           Status s = PutFile(**c, files[k].first, files[k].second, 1, &progress);
           if (!s.ok()) {
             std::lock_guard<std::mutex> lock(mu);
-            if (first.ok()) first = s;
+            if (first.ok())
+              first = s;
           }
         }
       });
     }
-    for (auto& t : ts) t.join();
+    for (auto& t : ts)
+      t.join();
   }
   progress.Finish();
-  if (!first.ok()) return Fail(first);
+  if (!first.ok())
+    return Fail(first);
   if (!::isatty(STDERR_FILENO)) {
-    fmt::print(stderr, "put: {} files, {} in {:.2f} s ({}/s)\n", files.size(), FormatSize(progress.bytes()),
-               progress.Seconds(),
-               FormatSize(static_cast<uint64_t>(static_cast<double>(progress.bytes()) / std::max(progress.Seconds(), 1e-6))));
+    fmt::print(stderr, "put: {} files, {} in {:.2f} s ({}/s)\n", files.size(),
+               FormatSize(progress.bytes()), progress.Seconds(),
+               FormatSize(static_cast<uint64_t>(static_cast<double>(progress.bytes()) /
+                                                std::max(progress.Seconds(), 1e-6))));
   }
   return 0;
 }
 
 int CmdGet(const std::vector<std::string>& args, bool recursive, int threads) {
-  if (args.size() < 2) return Fail("get needs REMOTE... LOCAL");
+  if (args.size() < 2)
+    return Fail("get needs REMOTE... LOCAL");
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   std::string local = args.back();
   std::error_code ec;
   bool local_is_dir = fs::is_directory(local, ec);
@@ -579,14 +666,19 @@ int CmdGet(const std::vector<std::string>& args, bool recursive, int threads) {
   std::function<Status(const std::string&, const std::string&)> walk =
       [&](const std::string& rp, const std::string& lp) -> Status {
     auto st = (*c)->Stat(rp);
-    if (!st.ok()) return st.status();
+    if (!st.ok())
+      return st.status();
     if (st->is_dir()) {
-      if (!recursive) return Status::IsADirectory(rp + ": is a directory (use get -r)");
+      if (!recursive)
+        return Status::IsADirectory(rp + ": is a directory (use get -r)");
       fs::create_directories(lp, ec);
-      if (ec) return Status::IoError(fmt::format("{}: {}", lp, ec.message()));
+      if (ec)
+        return Status::IoError(fmt::format("{}: {}", lp, ec.message()));
       auto entries = (*c)->ReadDir(rp);
-      if (!entries.ok()) return entries.status();
-      for (const auto& e : *entries) CIUIC_RETURN_IF_ERROR(walk(Join(rp, e.name), (fs::path(lp) / e.name).string()));
+      if (!entries.ok())
+        return entries.status();
+      for (const auto& e : *entries)
+        CIUIC_RETURN_IF_ERROR(walk(Join(rp, e.name), (fs::path(lp) / e.name).string()));
       return Status::OK();
     }
     files.emplace_back(rp, lp);
@@ -595,10 +687,12 @@ int CmdGet(const std::vector<std::string>& args, bool recursive, int threads) {
   };
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     auto rp = RemotePath(args[i]);
-    if (!rp.ok()) return Fail(rp.status());
+    if (!rp.ok())
+      return Fail(rp.status());
     std::string lp = local_is_dir ? (fs::path(local) / Basename(*rp)).string() : local;
     Status s = walk(*rp, lp);
-    if (!s.ok()) return Fail(s);
+    if (!s.ok())
+      return Fail(s);
   }
   Progress progress("get", total);
   std::atomic<size_t> next{0};
@@ -614,12 +708,14 @@ int CmdGet(const std::vector<std::string>& args, bool recursive, int threads) {
           Status s = GetFile(**c, files[k].first, files[k].second, 1, &progress);
           if (!s.ok()) {
             std::lock_guard<std::mutex> lock(mu);
-            if (first.ok()) first = s;
+            if (first.ok())
+              first = s;
           }
         }
       });
     }
-    for (auto& t : ts) t.join();
+    for (auto& t : ts)
+      t.join();
   }
   progress.Finish();
   return first.ok() ? 0 : Fail(first);
@@ -627,18 +723,24 @@ int CmdGet(const std::vector<std::string>& args, bool recursive, int threads) {
 
 int CmdCat(const std::vector<std::string>& paths) {
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   std::vector<char> buf(kChunk);
   for (const auto& raw : paths) {
     auto p = RemotePath(raw);
-    if (!p.ok()) return Fail(p.status());
+    if (!p.ok())
+      return Fail(p.status());
     auto f = (*c)->Open(*p, O_RDONLY);
-    if (!f.ok()) return Fail(f.status());
+    if (!f.ok())
+      return Fail(f.status());
     for (;;) {
       auto r = (*f)->Read(buf.data(), buf.size());
-      if (!r.ok()) return Fail(r.status());
-      if (*r == 0) break;
-      if (std::fwrite(buf.data(), 1, *r, stdout) != *r) return Fail("write to stdout failed");
+      if (!r.ok())
+        return Fail(r.status());
+      if (*r == 0)
+        break;
+      if (std::fwrite(buf.data(), 1, *r, stdout) != *r)
+        return Fail("write to stdout failed");
     }
     (void)(*f)->Close().ok();
   }
@@ -655,7 +757,8 @@ Result<FileLayout> ParseComponents(const std::string& spec, uint32_t stripe_size
   uint32_t id = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
-    std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     size_t colon = item.find(':');
     if (colon == std::string::npos) {
       return Status::InvalidArgument(fmt::format("bad component '{}': expected END:COUNT", item));
@@ -678,53 +781,68 @@ Result<FileLayout> ParseComponents(const std::string& spec, uint32_t stripe_size
     comp.stripe_count = static_cast<uint32_t>(count);
     l.components.push_back(comp);
     start = end;
-    if (comma == std::string::npos) break;
+    if (comma == std::string::npos)
+      break;
     pos = comma + 1;
   }
   CIUIC_RETURN_IF_ERROR(l.Validate());
   return l;
 }
 
-int CmdSetstripe(const std::string& raw, int count, const std::string& size_s, const std::string& comps) {
+int CmdSetstripe(const std::string& raw,
+                 int count,
+                 const std::string& size_s,
+                 const std::string& comps) {
   auto p = RemotePath(raw);
-  if (!p.ok()) return Fail(p.status());
+  if (!p.ok())
+    return Fail(p.status());
   uint32_t stripe_size = kDefaultStripeSize;
   if (!size_s.empty()) {
     auto s = ParseSize(size_s);
-    if (!s.ok()) return Fail(s.status());
-    if (*s > (uint64_t{1} << 32)) return Fail(fmt::format("bad stripe size '{}': at most 4 GiB", size_s));
+    if (!s.ok())
+      return Fail(s.status());
+    if (*s > (uint64_t{1} << 32))
+      return Fail(fmt::format("bad stripe size '{}': at most 4 GiB", size_s));
     stripe_size = static_cast<uint32_t>(*s);
   }
   FileLayout layout;
   if (!comps.empty()) {
     auto l = ParseComponents(comps, stripe_size);
-    if (!l.ok()) return Fail(l.status());
+    if (!l.ok())
+      return Fail(l.status());
     layout = *l;
   } else {
-    if (count <= 0) return Fail("setstripe needs -c COUNT (or --components)");
+    if (count <= 0)
+      return Fail("setstripe needs -c COUNT (or --components)");
     layout.pattern = 1;
-    layout.components.push_back(LayoutComponent{0, 0, kLayoutEof, stripe_size, static_cast<uint32_t>(count), {}});
-    if (Status s = layout.Validate(); !s.ok()) return Fail(s);
+    layout.components.push_back(
+        LayoutComponent{0, 0, kLayoutEof, stripe_size, static_cast<uint32_t>(count), {}});
+    if (Status s = layout.Validate(); !s.ok())
+      return Fail(s);
   }
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   auto st = (*c)->Stat(*p);
   if (!st.ok() && st.status().code() == StatusCode::kNotFound) {
     OpenOptions oo;
     oo.layout = &layout;
     auto f = (*c)->Open(*p, O_CREAT | O_EXCL | O_WRONLY, 0644, oo);
-    if (!f.ok()) return Fail(f.status());
+    if (!f.ok())
+      return Fail(f.status());
     Status s = (*f)->Close();
     return s.ok() ? 0 : Fail(s);
   }
-  if (!st.ok()) return Fail(st.status());
+  if (!st.ok())
+    return Fail(st.status());
   Status s = (*c)->SetLayout(*p, layout);
   return s.ok() ? 0 : Fail(s);
 }
 
 int CmdGetstripe(const std::vector<std::string>& paths) {
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   int rc = 0;
   for (const auto& raw : paths) {
     auto p = RemotePath(raw);
@@ -759,7 +877,8 @@ int CmdGetstripe(const std::vector<std::string>& paths) {
                  comp.start, comp.end == kLayoutEof ? std::string("EOF") : std::to_string(comp.end),
                  comp.stripe_count, FormatSize(comp.stripe_size),
                  comp.instantiated() ? "instantiated" : "not instantiated");
-      if (st->is_dir() || !comp.instantiated()) continue;
+      if (st->is_dir() || !comp.instantiated())
+        continue;
       for (uint32_t s = 0; s < comp.stripe_count; ++s) {
         ObjectId obj{Fid{st->ino, st->fid_mds, st->fid_ver}, comp.id, s};
         fmt::print("    stripe {:>3}  ost {:>3}  object {}\n", s, comp.osts[s], obj.FileName());
@@ -771,9 +890,11 @@ int CmdGetstripe(const std::vector<std::string>& paths) {
 
 int CmdDf(bool human) {
   auto c = Connect();
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok())
+    return Fail(c.status());
   auto map = (*c)->OstMap();
-  if (!map.ok()) return Fail(map.status());
+  if (!map.ok())
+    return Fail(map.status());
   auto fmt_sz = [&](uint64_t v) { return human ? FormatSize(v) : std::to_string(v / 1024); };
   fmt::print("{:<10} {:>14} {:>14} {:>14} {:>5}  {:<6} {}\n", "OST", human ? "size" : "1K-blocks",
              "used", "available", "use%", "state", "served by");
@@ -789,8 +910,8 @@ int CmdDf(bool human) {
     tc = sf->total_bytes;
     tf = sf->avail_bytes;
     uint64_t used = tc > tf ? tc - tf : 0;
-    fmt::print("{:<10} {:>14} {:>14} {:>14} {:>4}%  (OSTs sharing a device counted once)\n", "total",
-               fmt_sz(tc), fmt_sz(used), fmt_sz(tf), tc ? used * 100 / tc : 0);
+    fmt::print("{:<10} {:>14} {:>14} {:>14} {:>4}%  (OSTs sharing a device counted once)\n",
+               "total", fmt_sz(tc), fmt_sz(used), fmt_sz(tf), tc ? used * 100 / tc : 0);
     fmt::print("inodes: {} used, {} free\n", sf->total_inodes - sf->free_inodes, sf->free_inodes);
   }
   return 0;
@@ -799,9 +920,10 @@ int CmdDf(bool human) {
 }  // namespace
 
 int Main(int argc, char** argv) {
-  CLI::App app{"ciuic: a parallel file system for AI training IO.\n"
-               "Example: ciuic cluster up ~/ciuic && export CIUIC_CLUSTER=~/ciuic/cluster.conf && "
-               "ciuic put -r ./data /datasets/"};
+  CLI::App app{
+      "ciuic: a parallel file system for AI training IO.\n"
+      "Example: ciuic cluster up ~/ciuic && export CIUIC_CLUSTER=~/ciuic/cluster.conf && "
+      "ciuic put -r ./data /datasets/"};
   app.require_subcommand(1);
   app.add_option("--cluster", g_cluster_file,
                  "cluster file (default: $CIUIC_CLUSTER, then ~/ciuic/cluster.conf)");
@@ -811,12 +933,16 @@ int Main(int argc, char** argv) {
   cluster->require_subcommand(1);
   ClusterUpOptions up;
   auto* up_cmd = cluster->add_subcommand(
-      "up", "start 1 MDS + OSS processes on 127.0.0.1 (restarts an existing DIR with its data)\n"
-            "Example: ciuic cluster up ~/ciuic --oss 2 --osts-per-oss 2");
+      "up",
+      "start 1 MDS + OSS processes on 127.0.0.1 (restarts an existing DIR with its data)\n"
+      "Example: ciuic cluster up ~/ciuic --oss 2 --osts-per-oss 2");
   up_cmd->add_option("dir", up.dir, "cluster directory (default ~/ciuic)");
   up_cmd->add_option("--oss", up.num_oss, "OSS processes (new clusters)")->check(CLI::Range(1, 64));
-  up_cmd->add_option("--osts-per-oss", up.osts_per_oss, "OSTs per OSS (new clusters)")->check(CLI::Range(1, 64));
-  up_cmd->add_option("--mds-port", up.mds_port, "MDS port (default: a free one, kept across restarts)")
+  up_cmd->add_option("--osts-per-oss", up.osts_per_oss, "OSTs per OSS (new clusters)")
+      ->check(CLI::Range(1, 64));
+  up_cmd
+      ->add_option("--mds-port", up.mds_port,
+                   "MDS port (default: a free one, kept across restarts)")
       ->check(CLI::Range(0, 65535));
   up_cmd->add_option("--io-engine", up.io_engine, "OSS disk IO: auto, io_uring or posix")
       ->check(CLI::IsMember({"auto", "io_uring", "posix"}));
@@ -827,17 +953,20 @@ int Main(int argc, char** argv) {
   });
   std::string down_dir;
   int down_timeout = 20;
-  auto* down_cmd = cluster->add_subcommand("down", "stop the cluster's processes (data is kept)\nExample: ciuic cluster down ~/ciuic");
+  auto* down_cmd = cluster->add_subcommand(
+      "down", "stop the cluster's processes (data is kept)\nExample: ciuic cluster down ~/ciuic");
   down_cmd->add_option("dir", down_dir, "cluster directory");
   down_cmd->add_option("--timeout", down_timeout, "seconds before SIGKILL");
   down_cmd->callback([&] { rc = ClusterDown(DefaultClusterDir(down_dir), down_timeout); });
   std::string status_dir;
-  auto* status_cmd = cluster->add_subcommand("status", "processes, OSTs and free space\nExample: ciuic cluster status ~/ciuic");
+  auto* status_cmd = cluster->add_subcommand(
+      "status", "processes, OSTs and free space\nExample: ciuic cluster status ~/ciuic");
   status_cmd->add_option("dir", status_dir, "cluster directory");
   status_cmd->callback([&] { rc = ClusterStatus(DefaultClusterDir(status_dir)); });
 
   std::vector<std::string> paths;
-  bool flag_l = false, flag_p = false, flag_r = false, flag_f = false, flag_s = false, flag_h = false;
+  bool flag_l = false, flag_p = false, flag_r = false, flag_f = false, flag_s = false,
+       flag_h = false;
   std::string mode_s;
   int threads = 4;
 
@@ -850,7 +979,8 @@ int Main(int argc, char** argv) {
   stat->add_option("paths", paths, "cluster paths")->required();
   stat->callback([&] { rc = CmdStat(paths); });
 
-  auto* mkdir = app.add_subcommand("mkdir", "create directories\nExample: ciuic mkdir -p /datasets/imagenet");
+  auto* mkdir =
+      app.add_subcommand("mkdir", "create directories\nExample: ciuic mkdir -p /datasets/imagenet");
   mkdir->add_option("paths", paths, "cluster paths")->required();
   mkdir->add_flag("-p,--parents", flag_p, "create parents, no error if existing");
   mkdir->add_option("-m,--mode", mode_s, "octal mode (default 755)");
@@ -874,13 +1004,16 @@ int Main(int argc, char** argv) {
   ln->add_flag("-s,--symbolic", flag_s, "symbolic link");
   ln->callback([&] { rc = CmdLn(src, dst, flag_s); });
 
-  auto* put = app.add_subcommand("put", "copy local files into the cluster (parallel)\nExample: ciuic put -r ./imagenet /datasets/");
+  auto* put = app.add_subcommand(
+      "put",
+      "copy local files into the cluster (parallel)\nExample: ciuic put -r ./imagenet /datasets/");
   put->add_option("args", paths, "LOCAL... DEST")->required();
   put->add_flag("-r,--recursive", flag_r, "copy directories");
   put->add_option("-j,--threads", threads, "parallel streams")->check(CLI::Range(1, 64));
   put->callback([&] { rc = CmdPut(paths, flag_r, threads); });
 
-  auto* get = app.add_subcommand("get", "copy files out of the cluster (parallel)\nExample: ciuic get /datasets/a.bin ./");
+  auto* get = app.add_subcommand(
+      "get", "copy files out of the cluster (parallel)\nExample: ciuic get /datasets/a.bin ./");
   get->add_option("args", paths, "REMOTE... LOCAL")->required();
   get->add_flag("-r,--recursive", flag_r, "copy directories");
   get->add_option("-j,--threads", threads, "parallel streams")->check(CLI::Range(1, 64));
@@ -892,17 +1025,20 @@ int Main(int argc, char** argv) {
 
   int count = 0;
   std::string size_s, comps;
-  auto* setstripe = app.add_subcommand(
-      "setstripe", "set the layout of a new/empty file or a directory's default\n"
-                   "Examples: ciuic setstripe -c 4 -S 1M /ckpt\n"
-                   "          ciuic setstripe --components 64M:1,1G:4,EOF:8 /data/big.bin");
+  auto* setstripe =
+      app.add_subcommand("setstripe",
+                         "set the layout of a new/empty file or a directory's default\n"
+                         "Examples: ciuic setstripe -c 4 -S 1M /ckpt\n"
+                         "          ciuic setstripe --components 64M:1,1G:4,EOF:8 /data/big.bin");
   setstripe->add_option("path", src, "cluster path")->required();
   setstripe->add_option("-c,--stripe-count", count, "stripes (OSTs) per component");
   setstripe->add_option("-S,--stripe-size", size_s, "stripe size, e.g. 1M (default 1 MiB)");
   setstripe->add_option("--components", comps, "PFL components END:COUNT,... (END may be EOF)");
   setstripe->callback([&] { rc = CmdSetstripe(src, count, size_s, comps); });
 
-  auto* getstripe = app.add_subcommand("getstripe", "show layouts: components, OSTs and objects\nExample: ciuic getstripe /data/big.bin");
+  auto* getstripe = app.add_subcommand(
+      "getstripe",
+      "show layouts: components, OSTs and objects\nExample: ciuic getstripe /data/big.bin");
   getstripe->add_option("paths", paths, "cluster paths")->required();
   getstripe->callback([&] { rc = CmdGetstripe(paths); });
 

@@ -39,7 +39,9 @@ struct Shape {
   std::string io_engine = "auto";
 };
 
-void Fail(const std::string& msg) { fmt::print(stderr, "ciuic: {}\n", msg); }
+void Fail(const std::string& msg) {
+  fmt::print(stderr, "ciuic: {}\n", msg);
+}
 
 std::string SelfDir() {
   std::error_code ec;
@@ -50,13 +52,15 @@ std::string SelfDir() {
 // Finds a sibling binary (ciuic-mds, ciuic-oss) next to this executable, else on PATH.
 std::string FindBinary(const std::string& name) {
   fs::path p = fs::path(SelfDir()) / name;
-  if (::access(p.c_str(), X_OK) == 0) return p.string();
+  if (::access(p.c_str(), X_OK) == 0)
+    return p.string();
   return name;
 }
 
 Result<uint16_t> PickFreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::FromErrno(errno, "socket");
+  if (fd < 0)
+    return Status::FromErrno(errno, "socket");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -74,7 +78,8 @@ Result<uint16_t> PickFreePort() {
 
 bool PortFree(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
+  if (fd < 0)
+    return false;
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in a{};
@@ -92,7 +97,8 @@ std::map<std::string, std::string> ReadKv(const fs::path& p) {
   std::string line;
   while (std::getline(in, line)) {
     auto eq = line.find('=');
-    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    if (line.empty() || line[0] == '#' || eq == std::string::npos)
+      continue;
     auto trim = [](std::string s) {
       s.erase(0, s.find_first_not_of(" \t"));
       s.erase(s.find_last_not_of(" \t\r") + 1);
@@ -105,17 +111,20 @@ std::map<std::string, std::string> ReadKv(const fs::path& p) {
 
 Result<Shape> LoadShape(const fs::path& dir) {
   fs::path p = dir / kShapeFile;
-  if (!fs::exists(p)) return Status::NotFound("no " + p.string());
+  if (!fs::exists(p))
+    return Status::NotFound("no " + p.string());
   auto kv = ReadKv(p);
   Shape s;
   try {
     s.num_oss = std::stoi(kv.at("num_oss"));
     s.osts_per_oss = std::stoi(kv.at("osts_per_oss"));
-    if (kv.count("io_engine")) s.io_engine = kv["io_engine"];
+    if (kv.count("io_engine"))
+      s.io_engine = kv["io_engine"];
   } catch (const std::exception&) {
     return Status::InvalidArgument(p.string() + " is malformed");
   }
-  if (s.num_oss < 1 || s.osts_per_oss < 1) return Status::InvalidArgument(p.string() + " is malformed");
+  if (s.num_oss < 1 || s.osts_per_oss < 1)
+    return Status::InvalidArgument(p.string() + " is malformed");
   return s;
 }
 
@@ -124,20 +133,23 @@ Status SaveShape(const fs::path& dir, const Shape& s) {
   out << "# shape of the local cluster started by `ciuic cluster up`\n"
       << "num_oss = " << s.num_oss << "\nosts_per_oss = " << s.osts_per_oss
       << "\nio_engine = " << s.io_engine << "\n";
-  if (!out) return Status::IoError("cannot write " + (dir / kShapeFile).string());
+  if (!out)
+    return Status::IoError("cannot write " + (dir / kShapeFile).string());
   return Status::OK();
 }
 
 pid_t ReadPid(const fs::path& p) {
   std::ifstream in(p);
   long pid = 0;
-  if (!(in >> pid) || pid <= 0) return 0;
+  if (!(in >> pid) || pid <= 0)
+    return 0;
   return static_cast<pid_t>(pid);
 }
 
 // True when `pid` is alive and is one of our server binaries (pid files can go stale).
 bool IsOurProcess(pid_t pid) {
-  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  if (pid <= 0 || ::kill(pid, 0) != 0)
+    return false;
   std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
   std::string cmd;
   std::getline(in, cmd, '\0');
@@ -157,10 +169,12 @@ std::string LastLines(const fs::path& p, int n) {
   std::vector<std::string> lines;
   std::string line;
   while (std::getline(in, line)) {
-    if (!line.empty()) lines.push_back(line);
+    if (!line.empty())
+      lines.push_back(line);
   }
   std::string out;
-  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size(); ++i) {
+  for (size_t i = lines.size() > static_cast<size_t>(n) ? lines.size() - n : 0; i < lines.size();
+       ++i) {
     out += (out.empty() ? "" : " | ") + lines[i];
   }
   return out;
@@ -169,19 +183,23 @@ std::string LastLines(const fs::path& p, int n) {
 // Starts `argv` as a daemon (own session, stdio to `out_log`); returns its pid.
 Result<pid_t> Spawn(const std::vector<std::string>& argv, const fs::path& out_log) {
   pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno(errno, "fork");
+  if (pid < 0)
+    return Status::FromErrno(errno, "fork");
   if (pid == 0) {
     ::setsid();
     int devnull = ::open("/dev/null", O_RDONLY);
     int log = ::open(out_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (devnull >= 0) ::dup2(devnull, 0);
+    if (devnull >= 0)
+      ::dup2(devnull, 0);
     if (log >= 0) {
       ::dup2(log, 1);
       ::dup2(log, 2);
     }
-    for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+    for (int fd = 3; fd < 1024; ++fd)
+      ::close(fd);
     std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "cannot execute %s: %s\n", args[0], std::strerror(errno));
@@ -197,19 +215,23 @@ Status WritePid(const fs::path& p, pid_t pid) {
 }
 
 // Waits until `port_file` appears (the server is serving) or the process dies.
-Status WaitForStart(pid_t pid, const fs::path& port_file, const fs::path& log, const std::string& what,
+Status WaitForStart(pid_t pid,
+                    const fs::path& port_file,
+                    const fs::path& log,
+                    const std::string& what,
                     int timeout_s) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (fs::exists(port_file)) return Status::OK();
+    if (fs::exists(port_file))
+      return Status::OK();
     int st = 0;
     if (::waitpid(pid, &st, WNOHANG) == pid) {
       return Status::Unavailable(fmt::format("{} exited at start: {}", what, LastLines(log, 1)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return Status::TimedOut(fmt::format("{} did not start within {} s (see {})", what, timeout_s,
-                                      log.string()));
+  return Status::TimedOut(
+      fmt::format("{} did not start within {} s (see {})", what, timeout_s, log.string()));
 }
 
 std::vector<std::pair<std::string, fs::path>> PidFiles(const fs::path& dir, const Shape& shape) {
@@ -224,7 +246,8 @@ std::vector<std::pair<std::string, fs::path>> PidFiles(const fs::path& dir, cons
 }  // namespace
 
 std::string DefaultClusterDir(const std::string& dir) {
-  if (!dir.empty()) return dir;
+  if (!dir.empty())
+    return dir;
   if (const char* env = std::getenv("CIUIC_CLUSTER"); env != nullptr && *env != '\0') {
     return fs::path(env).parent_path().string();
   }
@@ -252,7 +275,8 @@ int ClusterUp(const ClusterUpOptions& o) {
     }
     cf = *loaded;
     auto s = LoadShape(dir);
-    if (s.ok()) shape = *s;  // an existing cluster keeps its shape and data
+    if (s.ok())
+      shape = *s;  // an existing cluster keeps its shape and data
   } else {
     if (o.num_oss < 1 || o.osts_per_oss < 1 || o.num_oss * o.osts_per_oss > 256) {
       Fail("need 1..256 OSTs: --oss and --osts-per-oss must be at least 1");
@@ -283,9 +307,10 @@ int ClusterUp(const ClusterUpOptions& o) {
   // Refuse to start twice.
   for (const auto& [name, pidfile] : PidFiles(dir, shape)) {
     if (IsOurProcess(ReadPid(pidfile))) {
-      Fail(fmt::format("cluster in {} is already running ({} has pid {}); stop it with `ciuic "
-                       "cluster down {}`",
-                       dir.string(), name, ReadPid(pidfile), dir.string()));
+      Fail(
+          fmt::format("cluster in {} is already running ({} has pid {}); stop it with `ciuic "
+                      "cluster down {}`",
+                      dir.string(), name, ReadPid(pidfile), dir.string()));
       return 1;
     }
   }
@@ -298,18 +323,25 @@ int ClusterUp(const ClusterUpOptions& o) {
   fs::path mds_port_file = dir / "run" / "mds.port";
   fs::remove(mds_port_file, ec);
   fs::create_directories(dir / "mds", ec);
-  std::vector<std::string> mds_argv = {FindBinary("ciuic-mds"), "--data", (dir / "mds").string(),
-                                       "--listen", cf.mds.ToString(), "--cluster-file",
-                                       conf.string(), "--log", (dir / "logs" / "mds.log").string(),
-                                       "--port-file", mds_port_file.string()};
+  std::vector<std::string> mds_argv = {FindBinary("ciuic-mds"),
+                                       "--data",
+                                       (dir / "mds").string(),
+                                       "--listen",
+                                       cf.mds.ToString(),
+                                       "--cluster-file",
+                                       conf.string(),
+                                       "--log",
+                                       (dir / "logs" / "mds.log").string(),
+                                       "--port-file",
+                                       mds_port_file.string()};
   auto mds_pid = Spawn(mds_argv, dir / "logs" / "mds.out");
   if (!mds_pid.ok()) {
     Fail(mds_pid.status().message());
     return 1;
   }
   (void)WritePid(dir / "run" / "mds.pid", *mds_pid).ok();
-  if (auto s = WaitForStart(*mds_pid, mds_port_file, dir / "logs" / "mds.out", "ciuic-mds",
-                            o.timeout_s);
+  if (auto s =
+          WaitForStart(*mds_pid, mds_port_file, dir / "logs" / "mds.out", "ciuic-mds", o.timeout_s);
       !s.ok()) {
     Fail(s.message());
     return 1;
@@ -356,7 +388,8 @@ int ClusterUp(const ClusterUpOptions& o) {
   copts.ost_retry_ms = 2000;
   auto client = Client::Connect(copts);
   if (!client.ok()) {
-    Fail(fmt::format("cluster started but a client cannot connect: {}", client.status().ToString()));
+    Fail(
+        fmt::format("cluster started but a client cannot connect: {}", client.status().ToString()));
     return 1;
   }
   const size_t want = static_cast<size_t>(shape.num_oss * shape.osts_per_oss);
@@ -366,14 +399,16 @@ int ClusterUp(const ClusterUpOptions& o) {
     auto map = (*client)->OstMap();
     up = 0;
     if (map.ok()) {
-      for (const auto& ost : *map) up += ost.state == "up" ? 1 : 0;
+      for (const auto& ost : *map)
+        up += ost.state == "up" ? 1 : 0;
     }
-    if (up >= want) break;
+    if (up >= want)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (up < want) {
-    Fail(fmt::format("only {} of {} OSTs registered with the MDS within {} s (see {}/logs)", up, want,
-                     o.timeout_s, dir.string()));
+    Fail(fmt::format("only {} of {} OSTs registered with the MDS within {} s (see {}/logs)", up,
+                     want, o.timeout_s, dir.string()));
     return 1;
   }
   fmt::print("ciuic cluster up: MDS at {}, {} OSS x {} OSTs, data in {}\n", cf.mds.ToString(),
@@ -419,7 +454,8 @@ int ClusterDown(const std::string& dir_in, int timeout_s) {
   if (stopped == 0) {
     fmt::print("ciuic cluster in {} was not running\n", dir.string());
   } else {
-    fmt::print("ciuic cluster down: stopped {} processes; data kept in {}\n", stopped, dir.string());
+    fmt::print("ciuic cluster down: stopped {} processes; data kept in {}\n", stopped,
+               dir.string());
   }
   return 0;
 }
@@ -438,7 +474,8 @@ int ClusterStatus(const std::string& dir_in) {
     pid_t pid = ReadPid(pidfile);
     bool alive = IsOurProcess(pid);
     running += alive ? 1 : 0;
-    procs += fmt::format("  {:<6} {}\n", name, alive ? fmt::format("running (pid {})", pid) : "stopped");
+    procs +=
+        fmt::format("  {:<6} {}\n", name, alive ? fmt::format("running (pid {})", pid) : "stopped");
   }
   if (running == 0) {
     Fail(fmt::format("cluster not running: start it with `ciuic cluster up {}`", dir.string()));

@@ -52,7 +52,7 @@ struct StripeExtent {
   uint32_t comp_index = 0;  // index into components
   uint32_t comp_id = 0;
   uint32_t stripe = 0;
-  uint32_t ost = 0;          // valid when the component is instantiated
+  uint32_t ost = 0;  // valid when the component is instantiated
   uint64_t file_offset = 0;
   uint64_t obj_offset = 0;
   uint64_t len = 0;

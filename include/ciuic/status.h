@@ -110,7 +110,7 @@ class [[nodiscard]] Result {
  public:
   // A default-constructed Result is an error (asio's co_spawn needs T()).
   Result() : v_(Status(StatusCode::kInternal, "uninitialized Result")) {}
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(v_).ok()) {
       v_ = Status(StatusCode::kInternal, "Result built from an OK status");
@@ -142,29 +142,33 @@ class [[nodiscard]] Result {
 #define CIUIC_CONCAT_INNER_(a, b) a##b
 #define CIUIC_CONCAT_(a, b) CIUIC_CONCAT_INNER_(a, b)
 
-#define CIUIC_RETURN_IF_ERROR(expr)          \
-  do {                                       \
-    ::ciuic::Status _st = (expr);            \
-    if (!_st.ok()) return _st;               \
+#define CIUIC_RETURN_IF_ERROR(expr) \
+  do {                              \
+    ::ciuic::Status _st = (expr);   \
+    if (!_st.ok())                  \
+      return _st;                   \
   } while (0)
 
 #define CIUIC_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                 \
-  if (!tmp.ok()) return std::move(tmp).status();     \
+  if (!tmp.ok())                                     \
+    return std::move(tmp).status();                  \
   lhs = std::move(tmp).value()
 
 #define CIUIC_ASSIGN_OR_RETURN(lhs, expr) \
   CIUIC_ASSIGN_OR_RETURN_IMPL_(CIUIC_CONCAT_(_res_, __LINE__), lhs, expr)
 
-#define CIUIC_CO_RETURN_IF_ERROR(expr)       \
-  do {                                       \
-    ::ciuic::Status _st = (expr);            \
-    if (!_st.ok()) co_return _st;            \
+#define CIUIC_CO_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    ::ciuic::Status _st = (expr);      \
+    if (!_st.ok())                     \
+      co_return _st;                   \
   } while (0)
 
 #define CIUIC_CO_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                    \
-  if (!tmp.ok()) co_return std::move(tmp).status();     \
+  if (!tmp.ok())                                        \
+    co_return std::move(tmp).status();                  \
   lhs = std::move(tmp).value()
 
 #define CIUIC_CO_ASSIGN_OR_RETURN(lhs, expr) \

@@ -14,8 +14,12 @@ namespace ciuic {
 
 inline constexpr size_t kDirectIoAlign = 4096;
 
-inline constexpr size_t AlignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
-inline constexpr size_t AlignDown(size_t v, size_t a) { return v / a * a; }
+inline constexpr size_t AlignUp(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
+inline constexpr size_t AlignDown(size_t v, size_t a) {
+  return v / a * a;
+}
 
 class AlignedBuffer {
  public:
@@ -43,8 +47,10 @@ class AlignedBuffer {
     if (size > capacity_) {
       size_t cap = AlignUp(size == 0 ? 1 : size, kDirectIoAlign);
       void* p = std::aligned_alloc(kDirectIoAlign, cap);
-      if (p == nullptr) throw std::bad_alloc();
-      if (data_ != nullptr && size_ > 0) std::memcpy(p, data_, size_);
+      if (p == nullptr)
+        throw std::bad_alloc();
+      if (data_ != nullptr && size_ > 0)
+        std::memcpy(p, data_, size_);
       std::free(data_);
       data_ = static_cast<uint8_t*>(p);
       capacity_ = cap;

@@ -18,14 +18,17 @@ namespace {
 
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
+  if (b == std::string::npos)
+    return "";
   size_t e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
 }
 
 }  // namespace
 
-std::string HostPort::ToString() const { return fmt::format("{}:{}", host, port); }
+std::string HostPort::ToString() const {
+  return fmt::format("{}:{}", host, port);
+}
 
 Result<HostPort> HostPort::Parse(const std::string& s) {
   size_t colon = s.rfind(':');
@@ -57,7 +60,8 @@ Result<ClusterFile> ClusterFile::Load(const std::string& path) {
   while (std::getline(in, line)) {
     ++lineno;
     std::string t = Trim(line);
-    if (t.empty() || t[0] == '#') continue;
+    if (t.empty() || t[0] == '#')
+      continue;
     size_t eq = t.find('=');
     if (eq == std::string::npos) {
       return Status::InvalidArgument(fmt::format("{}:{}: expected key = value", path, lineno));
@@ -76,7 +80,8 @@ Result<ClusterFile> ClusterFile::Load(const std::string& path) {
     }
     // Unknown keys are ignored so newer files stay readable.
   }
-  if (!have_mds) return Status::InvalidArgument(fmt::format("{}: no 'mds' line", path));
+  if (!have_mds)
+    return Status::InvalidArgument(fmt::format("{}: no 'mds' line", path));
   auto secret = HexDecode(cf.secret_hex);
   if (!secret.ok() || secret->size() < 16) {
     return Status::InvalidArgument(fmt::format("{}: 'secret' must be at least 16 hex bytes", path));
@@ -88,14 +93,16 @@ Status ClusterFile::Save(const std::string& path) const {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return Status::FromErrno(errno, fmt::format("cannot write {}", tmp));
+    if (!out)
+      return Status::FromErrno(errno, fmt::format("cannot write {}", tmp));
     out << "# ciuic cluster file: clients and tools read it to reach the cluster.\n"
         << "# Keep it private: it holds the cluster secret.\n"
         << "cluster_uuid = " << cluster_uuid << "\n"
         << "mds = " << mds.ToString() << "\n"
         << "key_id = " << key_id << "\n"
         << "secret = " << secret_hex << "\n";
-    if (!out.flush()) return Status::IoError(fmt::format("cannot write {}", tmp));
+    if (!out.flush())
+      return Status::IoError(fmt::format("cannot write {}", tmp));
   }
   ::chmod(tmp.c_str(), 0600);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -104,17 +111,21 @@ Status ClusterFile::Save(const std::string& path) const {
   return Status::OK();
 }
 
-std::string ClusterFile::SecretBytes() const { return HexDecode(secret_hex).value_or(""); }
+std::string ClusterFile::SecretBytes() const {
+  return HexDecode(secret_hex).value_or("");
+}
 
 Result<std::string> FindClusterFile(const std::string& explicit_path) {
-  if (!explicit_path.empty()) return explicit_path;
+  if (!explicit_path.empty())
+    return explicit_path;
   if (const char* env = std::getenv("CIUIC_CLUSTER"); env != nullptr && *env != '\0') {
     return std::string(env);
   }
   const char* home = std::getenv("HOME");
   std::string def = fmt::format("{}/ciuic/cluster.conf", home ? home : ".");
   struct stat st;
-  if (::stat(def.c_str(), &st) == 0) return def;
+  if (::stat(def.c_str(), &st) == 0)
+    return def;
   return Status::NotFound(
       "no cluster file: start one with `ciuic cluster up DIR`, then set CIUIC_CLUSTER or pass "
       "--cluster");
@@ -122,15 +133,18 @@ Result<std::string> FindClusterFile(const std::string& explicit_path) {
 
 Result<uint64_t> ParseSize(const std::string& s) {
   std::string t = Trim(s);
-  if (t.empty()) return Status::InvalidArgument("bad size '': empty");
+  if (t.empty())
+    return Status::InvalidArgument("bad size '': empty");
   char* end = nullptr;
   errno = 0;
   double v = std::strtod(t.c_str(), &end);
   if (errno != 0 || end == t.c_str() || v < 0 || !std::isfinite(v)) {
-    return Status::InvalidArgument(fmt::format("bad size '{}': expected e.g. 4096, 64K, 1MiB, 4G", s));
+    return Status::InvalidArgument(
+        fmt::format("bad size '{}': expected e.g. 4096, 64K, 1MiB, 4G", s));
   }
   std::string unit = Trim(std::string(end));
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (auto& c : unit)
+    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   double mult = 1;
   if (unit.empty() || unit == "B") {
     mult = 1;
@@ -146,7 +160,8 @@ Result<uint64_t> ParseSize(const std::string& s) {
     return Status::InvalidArgument(fmt::format("bad size '{}': unknown unit '{}'", s, unit));
   }
   double bytes = v * mult;
-  if (bytes > 9.2e18) return Status::InvalidArgument(fmt::format("bad size '{}': too large", s));
+  if (bytes > 9.2e18)
+    return Status::InvalidArgument(fmt::format("bad size '{}': too large", s));
   if (unit.empty() && bytes != std::floor(bytes)) {
     return Status::InvalidArgument(fmt::format("bad size '{}': fractional bytes", s));
   }
@@ -161,7 +176,8 @@ std::string FormatSize(uint64_t bytes) {
     v /= 1024;
     ++u;
   }
-  if (u == 0) return fmt::format("{} B", bytes);
+  if (u == 0)
+    return fmt::format("{} B", bytes);
   return fmt::format("{:.1f} {}", v, kUnits[u]);
 }
 
@@ -171,7 +187,8 @@ std::string RandomBytes(size_t n) {
   while (got < n) {
     ssize_t r = ::getrandom(out.data() + got, n - got, 0);
     if (r < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       std::abort();  // no entropy source: nothing safe to do
     }
     got += static_cast<size_t>(r);
@@ -191,17 +208,22 @@ std::string HexEncode(const std::string& bytes) {
 }
 
 Result<std::string> HexDecode(const std::string& hex) {
-  if (hex.size() % 2 != 0) return Status::InvalidArgument("odd-length hex string");
+  if (hex.size() % 2 != 0)
+    return Status::InvalidArgument("odd-length hex string");
   auto nib = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+      return c - 'A' + 10;
     return -1;
   };
   std::string out(hex.size() / 2, '\0');
   for (size_t i = 0; i < out.size(); ++i) {
     int hi = nib(hex[2 * i]), lo = nib(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return Status::InvalidArgument("bad hex digit");
+    if (hi < 0 || lo < 0)
+      return Status::InvalidArgument("bad hex digit");
     out[i] = static_cast<char>(hi << 4 | lo);
   }
   return out;

@@ -10,7 +10,9 @@ namespace ciuic {
 // Returns the CRC32C of `data` continuing from `crc` (the CRC of the preceding bytes; 0 to start).
 // Crc32c("123456789") == 0xE3069283.
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t len);
-inline uint32_t Crc32c(const void* data, size_t len) { return Crc32cExtend(0, data, len); }
+inline uint32_t Crc32c(const void* data, size_t len) {
+  return Crc32cExtend(0, data, len);
+}
 
 // The block size covered by one stored checksum.
 inline constexpr size_t kCrcBlockSize = 4096;

@@ -18,7 +18,8 @@ TEST(Crc32cTest, KnownVectors) {
 
 TEST(Crc32cTest, ExtendEqualsWhole) {
   std::string s(10000, 'x');
-  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<char>(i * 7);
+  for (size_t i = 0; i < s.size(); ++i)
+    s[i] = static_cast<char>(i * 7);
   uint32_t whole = Crc32c(s.data(), s.size());
   for (size_t cut : {0ul, 1ul, 4096ul, 9999ul}) {
     EXPECT_EQ(Crc32cExtend(Crc32c(s.data(), cut), s.data() + cut, s.size() - cut), whole);

@@ -23,11 +23,14 @@ std::atomic<int> g_armed{0};
 }  // namespace
 
 Status FaultCheck(const char* name) {
-  if (g_armed.load(std::memory_order_relaxed) == 0) return Status::OK();
+  if (g_armed.load(std::memory_order_relaxed) == 0)
+    return Status::OK();
   std::lock_guard<std::mutex> lock(g_mu);
   auto it = Points().find(std::string_view(name));
-  if (it == Points().end() || it->second.remaining == 0) return Status::OK();
-  if (it->second.remaining > 0) --it->second.remaining;
+  if (it == Points().end() || it->second.remaining == 0)
+    return Status::OK();
+  if (it->second.remaining > 0)
+    --it->second.remaining;
   ++it->second.hits;
   return it->second.status;
 }

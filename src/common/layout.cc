@@ -11,37 +11,42 @@ namespace ciuic {
 
 int FileLayout::ComponentFor(uint64_t offset) const {
   for (size_t i = 0; i < components.size(); ++i) {
-    if (offset >= components[i].start && offset < components[i].end) return static_cast<int>(i);
+    if (offset >= components[i].start && offset < components[i].end)
+      return static_cast<int>(i);
   }
   return -1;
 }
 
 bool FileLayout::InstantiatedUpTo(uint64_t end) const {
   for (const auto& c : components) {
-    if (c.start >= end) break;
-    if (!c.instantiated()) return false;
+    if (c.start >= end)
+      break;
+    if (!c.instantiated())
+      return false;
   }
   return true;
 }
 
 Status FileLayout::Validate() const {
-  if (components.empty()) return Status::InvalidArgument("layout has no components");
+  if (components.empty())
+    return Status::InvalidArgument("layout has no components");
   uint64_t expect = 0;
   for (size_t i = 0; i < components.size(); ++i) {
     const auto& c = components[i];
     if (c.start != expect) {
-      return Status::InvalidArgument(fmt::format("component {} starts at {}, expected {}", i,
-                                                 c.start, expect));
+      return Status::InvalidArgument(
+          fmt::format("component {} starts at {}, expected {}", i, c.start, expect));
     }
-    if (c.end <= c.start) return Status::InvalidArgument(fmt::format("component {} is empty", i));
+    if (c.end <= c.start)
+      return Status::InvalidArgument(fmt::format("component {} is empty", i));
     if (c.stripe_size < (64u << 10) || c.stripe_size % 4096 != 0 ||
         (c.stripe_size & (c.stripe_size - 1)) != 0) {
-      return Status::InvalidArgument(fmt::format(
-          "stripe size {} must be a power of two of at least 64 KiB", c.stripe_size));
+      return Status::InvalidArgument(
+          fmt::format("stripe size {} must be a power of two of at least 64 KiB", c.stripe_size));
     }
     if (c.stripe_count == 0 || c.stripe_count > kMaxStripeCount) {
-      return Status::InvalidArgument(fmt::format("stripe count {} out of range 1..{}",
-                                                 c.stripe_count, kMaxStripeCount));
+      return Status::InvalidArgument(
+          fmt::format("stripe count {} out of range 1..{}", c.stripe_count, kMaxStripeCount));
     }
     if (c.end != kLayoutEof && c.end % c.stripe_size != 0) {
       return Status::InvalidArgument(
@@ -59,7 +64,8 @@ Status FileLayout::Validate() const {
     }
     expect = c.end;
   }
-  if (expect != kLayoutEof) return Status::InvalidArgument("last component must extend to EOF");
+  if (expect != kLayoutEof)
+    return Status::InvalidArgument("last component must extend to EOF");
   return Status::OK();
 }
 
@@ -69,10 +75,11 @@ std::string FileLayout::ToString() const {
     const auto& c = components[i];
     std::string end = c.end == kLayoutEof ? "EOF" : FormatSize(c.end);
     std::string osts;
-    for (auto o : c.osts) osts += fmt::format("{}{}", osts.empty() ? "" : ",", o);
-    out += fmt::format("{}comp {} [{}, {}) {} x {} osts {}", i ? "; " : "", c.id,
-                       FormatSize(c.start), end, c.stripe_count, FormatSize(c.stripe_size),
-                       osts.empty() ? "-" : osts);
+    for (auto o : c.osts)
+      osts += fmt::format("{}{}", osts.empty() ? "" : ",", o);
+    out +=
+        fmt::format("{}comp {} [{}, {}) {} x {} osts {}", i ? "; " : "", c.id, FormatSize(c.start),
+                    end, c.stripe_count, FormatSize(c.stripe_size), osts.empty() ? "-" : osts);
   }
   return out;
 }
@@ -83,7 +90,8 @@ std::vector<StripeExtent> MapRange(const FileLayout& layout, uint64_t offset, ui
   const uint64_t stop = len > kLayoutEof - offset ? kLayoutEof : offset + len;
   while (pos < stop) {
     int ci = layout.ComponentFor(pos);
-    if (ci < 0) break;
+    if (ci < 0)
+      break;
     const auto& c = layout.components[static_cast<size_t>(ci)];
     const uint64_t s = c.stripe_size;
     const uint64_t rel = pos - c.start;
@@ -105,19 +113,22 @@ std::vector<StripeExtent> MapRange(const FileLayout& layout, uint64_t offset, ui
 }
 
 uint64_t ObjectLengthForFileSize(const LayoutComponent& c, uint32_t stripe, uint64_t file_size) {
-  if (file_size <= c.start) return 0;
+  if (file_size <= c.start)
+    return 0;
   const uint64_t r = std::min(file_size, c.end) - c.start;
   const uint64_t s = c.stripe_size;
   const uint64_t row = s * c.stripe_count;
   const uint64_t full_rows = r / row;
   const uint64_t rem = r % row;
   uint64_t tail = 0;
-  if (rem > uint64_t{stripe} * s) tail = std::min<uint64_t>(rem - uint64_t{stripe} * s, s);
+  if (rem > uint64_t{stripe} * s)
+    tail = std::min<uint64_t>(rem - uint64_t{stripe} * s, s);
   return full_rows * s + tail;
 }
 
 uint64_t FileEndFromObjectLength(const LayoutComponent& c, uint32_t stripe, uint64_t obj_len) {
-  if (obj_len == 0) return 0;
+  if (obj_len == 0)
+    return 0;
   const uint64_t s = c.stripe_size;
   const uint64_t last = obj_len - 1;
   const uint64_t row = last / s;

@@ -14,7 +14,9 @@ FileLayout TwoComponents() {
   return l;
 }
 
-TEST(LayoutTest, ValidateAcceptsPfl) { EXPECT_TRUE(TwoComponents().Validate().ok()); }
+TEST(LayoutTest, ValidateAcceptsPfl) {
+  EXPECT_TRUE(TwoComponents().Validate().ok());
+}
 
 TEST(LayoutTest, ValidateRejectsBadLayouts) {
   FileLayout l = TwoComponents();
@@ -54,7 +56,8 @@ TEST(LayoutTest, ObjectLengthsInvertFileSize) {
     uint64_t implied = 0;
     for (const auto& c : l.components) {
       for (uint32_t s = 0; s < c.stripe_count; ++s) {
-        implied = std::max(implied, FileEndFromObjectLength(c, s, ObjectLengthForFileSize(c, s, size)));
+        implied =
+            std::max(implied, FileEndFromObjectLength(c, s, ObjectLengthForFileSize(c, s, size)));
       }
     }
     ASSERT_EQ(implied, size) << "size " << size;

@@ -22,11 +22,11 @@ void SetName(const std::string& name);
 
 }  // namespace ciuic::log
 
-#define CIUIC_LOG_AT_(lvl, ...)                                        \
-  do {                                                                 \
-    if (::ciuic::log::Enabled(lvl)) {                                  \
-      ::ciuic::log::Write(lvl, ::fmt::format(__VA_ARGS__));            \
-    }                                                                  \
+#define CIUIC_LOG_AT_(lvl, ...)                             \
+  do {                                                      \
+    if (::ciuic::log::Enabled(lvl)) {                       \
+      ::ciuic::log::Write(lvl, ::fmt::format(__VA_ARGS__)); \
+    }                                                       \
   } while (0)
 #define LOG_DEBUG(...) CIUIC_LOG_AT_(::ciuic::log::Level::kDebug, __VA_ARGS__)
 #define LOG_INFO(...) CIUIC_LOG_AT_(::ciuic::log::Level::kInfo, __VA_ARGS__)

@@ -8,7 +8,8 @@ namespace ciuic {
 namespace {
 
 Result<int> Half(int v) {
-  if (v % 2 != 0) return Status::InvalidArgument("odd");
+  if (v % 2 != 0)
+    return Status::InvalidArgument("odd");
   return v / 2;
 }
 

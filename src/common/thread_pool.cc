@@ -16,12 +16,15 @@ ThreadPool::ThreadPool(size_t threads, size_t max_queue, std::string name) : max
   }
 }
 
-ThreadPool::~ThreadPool() { Stop(); }
+ThreadPool::~ThreadPool() {
+  Stop();
+}
 
 bool ThreadPool::TrySubmit(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ || queue_.size() >= max_queue_) return false;
+    if (stopping_ || queue_.size() >= max_queue_)
+      return false;
     queue_.push_back(std::move(fn));
   }
   cv_.notify_one();
@@ -32,7 +35,8 @@ bool ThreadPool::Submit(std::function<void()> fn) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     room_cv_.wait(lock, [&] { return stopping_ || queue_.size() < max_queue_; });
-    if (stopping_) return false;
+    if (stopping_)
+      return false;
     queue_.push_back(std::move(fn));
   }
   cv_.notify_one();
@@ -42,13 +46,15 @@ bool ThreadPool::Submit(std::function<void()> fn) {
 void ThreadPool::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && threads_.empty()) return;
+    if (stopping_ && threads_.empty())
+      return;
     stopping_ = true;
   }
   cv_.notify_all();
   room_cv_.notify_all();
   for (auto& t : threads_) {
-    if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
+    if (t.joinable() && t.get_id() != std::this_thread::get_id())
+      t.join();
   }
   threads_.clear();
 }
@@ -64,7 +70,8 @@ void ThreadPool::Run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
+      if (queue_.empty())
+        return;
       fn = std::move(queue_.front());
       queue_.pop_front();
     }
