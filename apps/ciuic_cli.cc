@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -206,6 +207,45 @@ class Progress {
 
 constexpr size_t kChunk = size_t{8} << 20;
 
+// Runs `copy_one(buf, len, offset)` over [0, size) in kChunk pieces on up to `threads` threads,
+// each with its own aligned buffer. Stops at the first error and returns it.
+Status CopyChunks(uint64_t size,
+                  int threads,
+                  Progress* progress,
+                  const std::function<Status(char*, size_t, uint64_t)>& copy_one) {
+  std::atomic<uint64_t> next{0};
+  std::mutex mu;
+  Status first;
+  auto worker = [&] {
+    std::unique_ptr<char, decltype(&std::free)> buf(
+        static_cast<char*>(std::aligned_alloc(4096, kChunk)), &std::free);
+    for (;;) {
+      uint64_t off = next.fetch_add(kChunk);
+      if (off >= size)
+        return;
+      size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
+      Status s = copy_one(buf.get(), len, off);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok())
+          first = s;
+        next.store(size);
+        return;
+      }
+      if (progress)
+        progress->Add(len);
+    }
+  };
+  int n = static_cast<int>(std::min<uint64_t>(threads, std::max<uint64_t>(1, size / kChunk)));
+  std::vector<std::thread> ts;
+  for (int i = 1; i < n; ++i)
+    ts.emplace_back(worker);
+  worker();
+  for (auto& t : ts)
+    t.join();
+  return first;
+}
+
 // Copies local file `src` to cluster path `dst` with `threads` writers in parallel.
 Status PutFile(
     Client& c, const std::string& src, const std::string& dst, int threads, Progress* progress) {
@@ -231,45 +271,15 @@ Status PutFile(
     return f.status();
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  std::atomic<uint64_t> next{0};
-  std::mutex mu;
-  Status first;
-  auto worker = [&] {
-    std::unique_ptr<char, decltype(&std::free)> buf(
-        static_cast<char*>(std::aligned_alloc(4096, kChunk)), &std::free);
-    for (;;) {
-      uint64_t off = next.fetch_add(kChunk);
-      if (off >= size)
-        return;
-      size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
-      ssize_t r = ::pread(fd, buf.get(), len, static_cast<off_t>(off));
-      Status s;
-      if (r != static_cast<ssize_t>(len)) {
-        s = r < 0 ? Status::FromErrno(errno, src)
-                  : Status::IoError(src + ": file shrank while copying");
-      } else {
-        auto w = (*f)->Pwrite(buf.get(), len, off);
-        if (!w.ok())
-          s = w.status();
-      }
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first.ok())
-          first = s;
-        next.store(size);
-        return;
-      }
-      if (progress)
-        progress->Add(len);
+  Status first = CopyChunks(size, threads, progress, [&](char* buf, size_t len, uint64_t off) {
+    ssize_t r = ::pread(fd, buf, len, static_cast<off_t>(off));
+    if (r != static_cast<ssize_t>(len)) {
+      return r < 0 ? Status::FromErrno(errno, src)
+                   : Status::IoError(src + ": file shrank while copying");
     }
-  };
-  int n = static_cast<int>(std::min<uint64_t>(threads, std::max<uint64_t>(1, size / kChunk)));
-  std::vector<std::thread> ts;
-  for (int i = 1; i < n; ++i)
-    ts.emplace_back(worker);
-  worker();
-  for (auto& t : ts)
-    t.join();
+    auto w = (*f)->Pwrite(buf, len, off);
+    return w.ok() ? Status::OK() : w.status();
+  });
   ::close(fd);
   // put is durable when it returns: a crash of any server afterwards loses nothing.
   if (first.ok())
@@ -294,45 +304,16 @@ Status GetFile(
   if (fd < 0)
     return Status::FromErrno(errno, dst);
   const uint64_t size = st->size;
-  std::atomic<uint64_t> next{0};
-  std::mutex mu;
-  Status first;
-  auto worker = [&] {
-    std::unique_ptr<char, decltype(&std::free)> buf(
-        static_cast<char*>(std::aligned_alloc(4096, kChunk)), &std::free);
-    for (;;) {
-      uint64_t off = next.fetch_add(kChunk);
-      if (off >= size)
-        return;
-      size_t len = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
-      Status s;
-      auto r = (*f)->Pread(buf.get(), len, off);
-      if (!r.ok()) {
-        s = r.status();
-      } else if (*r != len) {
-        s = Status::IoError(fmt::format("{}: short read at {}", src, off));
-      } else if (::pwrite(fd, buf.get(), len, static_cast<off_t>(off)) !=
-                 static_cast<ssize_t>(len)) {
-        s = Status::FromErrno(errno, dst);
-      }
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (first.ok())
-          first = s;
-        next.store(size);
-        return;
-      }
-      if (progress)
-        progress->Add(len);
-    }
-  };
-  int n = static_cast<int>(std::min<uint64_t>(threads, std::max<uint64_t>(1, size / kChunk)));
-  std::vector<std::thread> ts;
-  for (int i = 1; i < n; ++i)
-    ts.emplace_back(worker);
-  worker();
-  for (auto& t : ts)
-    t.join();
+  Status first = CopyChunks(size, threads, progress, [&](char* buf, size_t len, uint64_t off) {
+    auto r = (*f)->Pread(buf, len, off);
+    if (!r.ok())
+      return r.status();
+    if (*r != len)
+      return Status::IoError(fmt::format("{}: short read at {}", src, off));
+    if (::pwrite(fd, buf, len, static_cast<off_t>(off)) != static_cast<ssize_t>(len))
+      return Status::FromErrno(errno, dst);
+    return Status::OK();
+  });
   Status cs = (*f)->Close();
   if (::close(fd) != 0 && first.ok())
     first = Status::FromErrno(errno, dst);
