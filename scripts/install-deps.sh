@@ -8,7 +8,8 @@ PACKAGES=(
   librocksdb-dev liburing-dev libfuse3-dev fuse3 libasio-dev libprotobuf-dev protobuf-compiler
   libssl-dev libcurl4-openssl-dev libisal-dev libzstd-dev libcli11-dev libfmt-dev libspdlog-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy fio procps psmisc
+  python3 python3-dev python3-numpy python3-pytest python3-fsspec python3-torch python3-torchvision pybind11-dev
+  fio procps psmisc rsync sqlite3 tar iproute2 gnuplot-nox python3-matplotlib
 )
 
 missing=()

@@ -1,0 +1,7 @@
+#include "python/bindings.h"
+
+namespace ciuic::python {
+
+void RegisterLoader(pybind11::module_& m) { (void)m; }
+
+}  // namespace ciuic::python
