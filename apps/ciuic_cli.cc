@@ -26,6 +26,7 @@
 #include "cluster_cmd.h"
 #include "common/config.h"
 #include "common/fid.h"
+#include "pack_cmd.h"
 
 namespace ciuic::cli {
 namespace fs = std::filesystem;
@@ -1022,6 +1023,24 @@ int Main(int argc, char** argv) {
       "show layouts: components, OSTs and objects\nExample: ciuic getstripe /data/big.bin");
   getstripe->add_option("paths", paths, "cluster paths")->required();
   getstripe->callback([&] { rc = CmdGetstripe(paths); });
+
+  uint64_t pack_shard_mib = 64;
+  auto* pack = app.add_subcommand(
+      "pack",
+      "pack a local directory of small files into tar shards + indexes (CiuicDataLoader's "
+      "ShardDataset)\nExample: ciuic pack ./imagenet/train /datasets/imagenet-shards");
+  pack->add_option("src", src, "local directory")->required();
+  pack->add_option("dest", dst, "cluster directory (created)")->required();
+  pack->add_option("--shard-mib", pack_shard_mib, "target shard size in MiB (default 64)");
+  pack->callback([&] {
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    auto d = RemotePath(dst);
+    rc = d.ok() ? CmdPack(**c, src, *d, pack_shard_mib) : Fail(d.status());
+  });
 
   auto* df = app.add_subcommand("df", "space per OST\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");

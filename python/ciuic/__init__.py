@@ -6,7 +6,7 @@
         f.write(b"...")
 
 Errors raise OSError with the errno of the failure (FileNotFoundError, PermissionError...).
-Every blocking call releases the GIL.
+Every blocking call releases the GIL. See docs/python.md.
 """
 
 import os as _os
@@ -25,3 +25,49 @@ def connect(cluster_file=None, io_threads=1, readahead_bytes=8 << 20):
         cluster_file = _os.fspath(cluster_file)
     return _ciuic.connect(cluster_file or "", io_threads=io_threads,
                           readahead_bytes=readahead_bytes)
+
+
+def pack(client, src, dest, shard_bytes=64 << 20):
+    """Pack local directory `src` into tar shards + indexes under cluster directory `dest`."""
+    return _ciuic.pack(client, _os.fspath(src), dest, shard_bytes)
+
+
+class Context:
+    """What `init_context()` returns: a connected client and the read-ahead depth (in batches)
+    that loaders made with `CiuicDataLoader(..., context=ctx)` keep at least in memory."""
+
+    def __init__(self, client, prefetch=4):
+        self.client = client
+        self.prefetch = prefetch
+
+
+def init_context(cluster_file=None, prefetch=4):
+    """Connect and return a Context (the seed's name for a loader's IO context)."""
+    return Context(connect(cluster_file), prefetch)
+
+
+def async_prefetch(ctx, n):
+    """Ask loaders of `ctx` to keep at least `n` batches read ahead (from their next epoch).
+
+    The prefetch engine already reads the whole epoch ahead in its exact order within its memory
+    budget; this only raises that budget to hold n batches. Returns ctx."""
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    ctx.prefetch = int(n)
+    return ctx
+
+
+from .data import (CiuicDataLoader, DirectoryDataset, ShardDataset, epoch_order,  # noqa: E402
+                   split_for_rank, write_index)
+
+try:  # fsspec is optional
+    import fsspec as _fsspec
+
+    from .fsspec_fs import CiuicFileSystem  # noqa: E402
+    _fsspec.register_implementation("ciuic", CiuicFileSystem, clobber=True)
+except ImportError:  # pragma: no cover
+    pass
+
+__all__ = ["connect", "Client", "File", "pack", "init_context", "async_prefetch", "Context",
+           "CiuicDataLoader", "DirectoryDataset", "ShardDataset", "epoch_order", "split_for_rank",
+           "write_index"]

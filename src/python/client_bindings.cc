@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <pybind11/stl.h>
+
 #include "python/bindings.h"
 #include "python/py_util.h"
 
@@ -107,8 +109,12 @@ class PyFile {
     return Unwrap(std::move(pos));
   }
 
-  void Flush() { Blocking([](File& file) { return file.Flush(); }); }
-  void Fsync() { Blocking([](File& file) { return file.Fsync(); }); }
+  void Flush() {
+    Blocking([](File& file) { return file.Flush(); });
+  }
+  void Fsync() {
+    Blocking([](File& file) { return file.Fsync(); });
+  }
   uint64_t Truncate(std::optional<uint64_t> size) {
     uint64_t to = size ? *size : Seek(0, SEEK_CUR);
     Blocking([to](File& file) { return file.Truncate(to); });
@@ -167,19 +173,20 @@ class PyFile {
 
 // Python mode string -> open(2) flags. Binary modes only ("t" is refused).
 int ParseMode(const std::string& mode) {
-  if (mode.empty() || mode.find('t') != std::string::npos ||
+  if (mode.find('b') == std::string::npos || mode.find('t') != std::string::npos ||
       mode.find_first_not_of("rwaxb+") != std::string::npos) {
-    throw py::value_error("invalid mode '" + mode + "' (binary modes only: rb, wb, ab, xb, r+b...)");
+    throw py::value_error("invalid mode '" + mode +
+                          "' (binary modes only: rb, wb, ab, xb, r+b...)");
   }
   bool plus = mode.find('+') != std::string::npos;
-  int kinds = static_cast<int>(std::count(mode.begin(), mode.end(), 'r') +
-                               std::count(mode.begin(), mode.end(), 'w') +
-                               std::count(mode.begin(), mode.end(), 'a') +
-                               std::count(mode.begin(), mode.end(), 'x'));
+  int kinds = static_cast<int>(
+      std::count(mode.begin(), mode.end(), 'r') + std::count(mode.begin(), mode.end(), 'w') +
+      std::count(mode.begin(), mode.end(), 'a') + std::count(mode.begin(), mode.end(), 'x'));
   if (kinds != 1) {
     throw py::value_error("invalid mode '" + mode + "': exactly one of r, w, a, x");
   }
-  switch (mode.find_first_of("rwax") == std::string::npos ? 'r' : mode[mode.find_first_of("rwax")]) {
+  switch (mode.find_first_of("rwax") == std::string::npos ? 'r'
+                                                          : mode[mode.find_first_of("rwax")]) {
     case 'r':
       return plus ? O_RDWR : O_RDONLY;
     case 'w':

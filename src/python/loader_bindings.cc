@@ -1,7 +1,195 @@
+// Loader part of ciuic._ciuic: the prefetch engine, tar shard indexes and pack (src/loader).
+// The Python side (python/ciuic/data.py) computes epoch orders; these run the IO.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "loader/pack.h"
+#include "loader/prefetch_engine.h"
+#include "loader/tar_index.h"
 #include "python/bindings.h"
+#include "python/py_util.h"
+
+namespace py = pybind11;
 
 namespace ciuic::python {
+namespace {
 
-void RegisterLoader(pybind11::module_& m) { (void)m; }
+using loader::PrefetchEngine;
+using loader::SampleRef;
+using loader::TarMember;
+
+std::shared_ptr<Client> ClientOf(PyClient& c) {
+  if (!c.client) {
+    throw py::value_error("client is closed");
+  }
+  return c.client;
+}
+
+py::list Members(const std::vector<TarMember>& members) {
+  py::list out;
+  for (const auto& m : members) {
+    out.append(py::make_tuple(m.name, m.offset, m.size));
+  }
+  return out;
+}
+
+}  // namespace
+
+void RegisterLoader(py::module_& m) {
+  py::class_<PrefetchEngine>(m, "PrefetchEngine",
+                             "Reads an epoch's samples in exactly the given order, ahead of the "
+                             "consumer, within a memory budget (C++ threads; GIL released).")
+      .def(py::init([](PyClient& c, std::vector<std::string> sources,
+                       py::array_t<int64_t, py::array::c_style | py::array::forcecast> source,
+                       py::array_t<int64_t, py::array::c_style | py::array::forcecast> offset,
+                       py::array_t<int64_t, py::array::c_style | py::array::forcecast> length,
+                       size_t budget_bytes, int max_inflight, int opener_threads,
+                       int max_open_sources, bool keep_sources_open) {
+             if (source.ndim() != 1 || offset.ndim() != 1 || length.ndim() != 1 ||
+                 source.size() != offset.size() || source.size() != length.size()) {
+               throw py::value_error("source, offset and length must be 1-d arrays of one length");
+             }
+             std::vector<SampleRef> order(static_cast<size_t>(source.size()));
+             auto s = source.unchecked<1>();
+             auto o = offset.unchecked<1>();
+             auto l = length.unchecked<1>();
+             for (py::ssize_t i = 0; i < source.size(); ++i) {
+               if (s(i) < 0 || o(i) < 0 || l(i) < 0) {
+                 throw py::value_error("negative source, offset or length in the order");
+               }
+               order[static_cast<size_t>(i)] = {static_cast<uint32_t>(s(i)),
+                                                static_cast<uint64_t>(o(i)),
+                                                static_cast<uint64_t>(l(i))};
+             }
+             loader::PrefetchOptions opts;
+             opts.budget_bytes = budget_bytes;
+             opts.max_inflight = max_inflight;
+             opts.opener_threads = opener_threads;
+             opts.max_open_sources = max_open_sources;
+             opts.keep_sources_open = keep_sources_open;
+             auto e = std::make_unique<PrefetchEngine>(ClientOf(c), std::move(sources),
+                                                       std::move(order), opts);
+             Check(e->Start());
+             return e;
+           }),
+           py::arg("client"), py::arg("sources"), py::arg("source"), py::arg("offset"),
+           py::arg("length"), py::arg("budget_bytes") = size_t{256} << 20,
+           py::arg("max_inflight") = 64, py::arg("opener_threads") = 8,
+           py::arg("max_open_sources") = 64, py::arg("keep_sources_open") = true)
+      .def(
+          "next",
+          [](PrefetchEngine& e) -> py::object {
+            Result<std::optional<std::string>> r;
+            {
+              py::gil_scoped_release nogil;
+              r = e.Next();
+            }
+            auto v = Unwrap(std::move(r));
+            if (!v) {
+              return py::none();
+            }
+            return py::bytes(*v);
+          },
+          "The next sample's bytes in order, or None after the last.")
+      .def(
+          "next_batch",
+          [](PrefetchEngine& e, size_t n) {
+            // Up to n samples (fewer only at the end); one GIL round trip per sample read.
+            py::list out;
+            for (size_t i = 0; i < n; ++i) {
+              Result<std::optional<std::string>> r;
+              {
+                py::gil_scoped_release nogil;
+                r = e.Next();
+              }
+              auto v = Unwrap(std::move(r));
+              if (!v) {
+                break;
+              }
+              out.append(py::bytes(*v));
+            }
+            return out;
+          },
+          py::arg("n"))
+      .def("stop",
+           [](PrefetchEngine& e) {
+             py::gil_scoped_release nogil;
+             e.Stop();
+           })
+      .def("__len__", &PrefetchEngine::size)
+      .def("stats", [](PrefetchEngine& e) {
+        auto s = e.stats();
+        py::dict d;
+        d["samples"] = s.samples;
+        d["bytes"] = s.bytes;
+        d["opens"] = s.opens;
+        d["peak_buffered"] = s.peak_buffered;
+        d["consumer_waits"] = s.consumer_waits;
+        d["consumer_wait_s"] = s.consumer_wait_s;
+        return d;
+      });
+
+  m.def(
+      "scan_tar",
+      [](PyClient& c, const std::string& path) {
+        auto client = ClientOf(c);
+        Result<std::vector<TarMember>> r;
+        {
+          py::gil_scoped_release nogil;
+          r = [&]() -> Result<std::vector<TarMember>> {
+            OpenOptions oo;
+            oo.random_access = true;
+            CIUIC_ASSIGN_OR_RETURN(auto f, client->Open(path, O_RDONLY, 0, oo));
+            CIUIC_ASSIGN_OR_RETURN(FileStat st, f->Stat());
+            auto members = loader::ScanTar(*f, st.size);
+            f->Close().IgnoreError();  // read-only: nothing to lose
+            return members;
+          }();
+        }
+        return Members(Unwrap(std::move(r)));
+      },
+      py::arg("client"), py::arg("path"),
+      "Index a tar file on the cluster: [(name, data offset, size)] of its regular members "
+      "(reads only the headers). OSError(EIO) for a corrupt or truncated tar.");
+  m.def(
+      "parse_index",
+      [](py::bytes text) { return Members(Unwrap(loader::ParseIndex(std::string(text)))); },
+      py::arg("text"));
+  m.def(
+      "format_index",
+      [](const std::vector<std::tuple<std::string, uint64_t, uint64_t>>& members) {
+        std::vector<TarMember> v;
+        for (const auto& [name, off, size] : members) {
+          v.push_back({name, off, size});
+        }
+        return py::bytes(loader::FormatIndex(v));
+      },
+      py::arg("members"));
+  m.def(
+      "pack",
+      [](PyClient& c, const std::string& src, const std::string& dest, uint64_t shard_bytes) {
+        auto client = ClientOf(c);
+        loader::PackOptions o;
+        o.shard_bytes = shard_bytes;
+        Result<loader::PackResult> r;
+        {
+          py::gil_scoped_release nogil;
+          r = loader::PackDirectory(*client, src, dest, o);
+        }
+        auto res = Unwrap(std::move(r));
+        py::dict d;
+        d["files"] = res.files;
+        d["shards"] = res.shards;
+        d["bytes"] = res.bytes;
+        return d;
+      },
+      py::arg("client"), py::arg("src"), py::arg("dest"),
+      py::arg("shard_bytes") = uint64_t{64} << 20,
+      "Pack local directory src into tar shards + indexes under cluster directory dest.");
+}
 
 }  // namespace ciuic::python

@@ -3,11 +3,12 @@
 #pragma once
 
 #include <Python.h>
-#include <pybind11/pybind11.h>
 
 #include <cstddef>
 #include <string>
 #include <utility>
+
+#include <pybind11/pybind11.h>
 
 #include "ciuic/status.h"
 

@@ -1,0 +1,451 @@
+"""Data sets on ciuic and CiuicDataLoader, a drop-in for torch.utils.data.DataLoader.
+
+The loader computes each epoch's exact sample order (seeded, deterministic), splits it across
+ranks, and hands it to the C++ PrefetchEngine, which reads ahead in exactly that order from all
+OSTs at once within a memory budget. Worker processes (num_workers > 0) only run the user's
+transform and collate_fn on bytes the parent already read: the client, its threads and sockets
+stay in the parent, so fork is safe.
+"""
+
+import math
+import multiprocessing
+import posixpath
+
+import numpy as np
+
+from . import _ciuic
+
+__all__ = ["DirectoryDataset", "ShardDataset", "CiuicDataLoader", "epoch_order", "split_for_rank"]
+
+
+class _Dataset:
+    """Common part: sources (cluster paths), and per sample (source, offset, length, label, key).
+
+    Layouts are resolved once here (one listing); reading a sample needs no extra MDS lookup
+    beyond what the prefetch engine's source handling does.
+    """
+
+    keep_sources_open = True
+
+    def __init__(self, client):
+        self.client = client
+        self.sources = []
+        self.classes = []
+        self.class_to_idx = {}
+        self.source = np.zeros(0, dtype=np.int64)
+        self.offset = np.zeros(0, dtype=np.int64)
+        self.length = np.zeros(0, dtype=np.int64)
+        self.labels = np.zeros(0, dtype=np.int64)
+        self.names = []
+        self.shard_of = np.zeros(0, dtype=np.int64)  # locality group of each sample
+
+    def __len__(self):
+        return len(self.names)
+
+    def _finish(self, source, offset, length, labels, names, shard_of):
+        self.source = np.asarray(source, dtype=np.int64)
+        self.offset = np.asarray(offset, dtype=np.int64)
+        self.length = np.asarray(length, dtype=np.int64)
+        self.labels = np.asarray(labels, dtype=np.int64)
+        self.names = names
+        self.shard_of = np.asarray(shard_of, dtype=np.int64)
+
+    def read(self, index):
+        """Read sample `index` (blocking; for inspection, not the loader's path)."""
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"sample index {index} out of range (data set has {len(self)})")
+        index %= len(self)
+        with self.client.open(self.sources[self.source[index]], "rb") as f:
+            data = f.pread(int(self.length[index]), int(self.offset[index]))
+        if len(data) != self.length[index]:
+            raise OSError(5, f"{self.sources[self.source[index]]}: sample {index} truncated")
+        return data
+
+    def __getitem__(self, index):
+        return self.read(index), int(self.labels[index])
+
+    @property
+    def num_groups(self):
+        return int(self.shard_of.max()) + 1 if len(self) else 0
+
+
+def _label_from_name(name, class_to_idx, classes):
+    cls = name.split("/", 1)[0] if "/" in name else ""
+    if cls not in class_to_idx:
+        class_to_idx[cls] = len(classes)
+        classes.append(cls)
+    return class_to_idx[cls]
+
+
+class DirectoryDataset(_Dataset):
+    """A directory of sample files; each subdirectory is a class (as torchvision's ImageFolder).
+
+    Files directly under `root` get the class "" . The tree is listed once, with sizes, in
+    sorted order (so sample indexes are stable). `extensions`: keep only these suffixes.
+    Locality groups are the class directories.
+    """
+
+    keep_sources_open = False
+
+    def __init__(self, client, root, extensions=None):
+        super().__init__(client)
+        root = root.rstrip("/") or "/"
+        self.root = root
+        exts = tuple(extensions) if extensions else None
+        entries = []  # (relative name, size)
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            for name, is_dir, size in client.scandir(posixpath.join(root, rel) if rel else root):
+                r = f"{rel}/{name}" if rel else name
+                if is_dir:
+                    stack.append(r)
+                elif exts is None or name.endswith(exts):
+                    entries.append((r, size))
+        entries.sort()
+        if not entries:
+            raise FileNotFoundError(2, f"{root}: no sample files")
+        classes = sorted({n.split("/", 1)[0] if "/" in n else "" for n, _ in entries})
+        self.classes = classes
+        self.class_to_idx = {c: i for i, c in enumerate(classes)}
+        labels = [self.class_to_idx[n.split("/", 1)[0] if "/" in n else ""] for n, _ in entries]
+        self.sources = [posixpath.join(root, n) for n, _ in entries]
+        n = len(entries)
+        self._finish(np.arange(n), np.zeros(n), [s for _, s in entries], labels,
+                     [e for e, _ in entries], labels)
+
+
+class ShardDataset(_Dataset):
+    """WebDataset-style tar shards, read sample by sample through member-offset indexes.
+
+    `root`: a cluster directory holding *.tar shards (as `ciuic pack` writes), or a list of shard
+    paths. Each shard's index is read from "<shard>.idx" when present, else built by scanning the
+    tar headers (only the headers are read). Each regular member is one sample; its label is its
+    first directory component as a class (as DirectoryDataset).
+    Locality groups are the shards.
+    """
+
+    def __init__(self, client, root, build_missing_index=True):
+        super().__init__(client)
+        if isinstance(root, (list, tuple)):
+            shards = list(root)
+        else:
+            shards = [posixpath.join(root, n) for n in client.listdir(root) if n.endswith(".tar")]
+        if not shards:
+            raise FileNotFoundError(2, f"{root}: no .tar shards")
+        self.sources = shards
+        source, offset, length, names, shard_of = [], [], [], [], []
+        for i, shard in enumerate(shards):
+            members = self._index(shard, build_missing_index)
+            for name, off, size in members:
+                source.append(i)
+                offset.append(off)
+                length.append(size)
+                names.append(name)
+                shard_of.append(i)
+        if not names:
+            raise ValueError(f"{root}: the shards hold no samples")
+        cls = sorted({n.split("/", 1)[0] if "/" in n else "" for n in names})
+        self.classes = cls
+        self.class_to_idx = {c: k for k, c in enumerate(cls)}
+        labels = [self.class_to_idx[n.split("/", 1)[0] if "/" in n else ""] for n in names]
+        self._finish(source, offset, length, labels, names, shard_of)
+
+    def _index(self, shard, build_missing_index):
+        try:
+            text = self.client.read_file(shard + ".idx")
+        except FileNotFoundError:
+            if not build_missing_index:
+                raise
+            return _ciuic.scan_tar(self.client, shard)
+        try:
+            return _ciuic.parse_index(text)
+        except OSError as e:
+            raise OSError(e.errno, f"{shard}.idx: {e.strerror}") from None
+
+
+def write_index(client, shard):
+    """Scan `shard` (a tar on the cluster) and write its index beside it; returns the members."""
+    members = _ciuic.scan_tar(client, shard)
+    client.write_file(shard + ".idx", _ciuic.format_index(members))
+    return members
+
+
+def epoch_order(dataset, epoch, seed=0, shuffle=True, locality_window=0):
+    """The whole job's sample order for `epoch` (array of sample indexes), deterministic in
+    (seed, epoch).
+
+    shuffle=False: data set order. locality_window=0: full global shuffle. locality_window=W>0:
+    shuffle the locality groups (shards, or class directories), then the samples within each
+    window of W consecutive groups: reads stay within W shards at a time.
+    """
+    n = len(dataset)
+    if not shuffle:
+        return np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch)])
+    if locality_window <= 0:
+        return rng.permutation(n).astype(np.int64)
+    groups = dataset.shard_of
+    g = dataset.num_groups
+    by_group = np.argsort(groups, kind="stable")
+    starts = np.searchsorted(groups[by_group], np.arange(g + 1))
+    perm_groups = rng.permutation(g)
+    out = []
+    for w in range(0, g, locality_window):
+        members = np.concatenate([by_group[starts[k]:starts[k + 1]]
+                                  for k in perm_groups[w:w + locality_window]])
+        out.append(rng.permutation(members))
+    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+
+
+def split_for_rank(order, cursor, rank, world_size):
+    """The part of `order` rank `rank` reads: positions cursor + rank, cursor + rank + world...
+
+    Ranks get disjoint parts whose sizes differ by at most one; together they cover
+    order[cursor:] exactly once. `cursor` is a global sample count, valid at any world size.
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} not in [0, {world_size})")
+    return order[cursor + rank::world_size]
+
+
+def _apply(transform, target_transform, collate_fn, raw, labels):
+    samples = []
+    for data, label in zip(raw, labels):
+        x = transform(data) if transform is not None else data
+        y = target_transform(label) if target_transform is not None else label
+        samples.append((x, y))
+    return collate_fn(samples) if collate_fn is not None else samples
+
+
+_worker_fn = None
+
+
+def _worker_init(fn):
+    global _worker_fn
+    _worker_fn = fn
+
+
+def _worker_run(args):
+    raw, labels = args
+    return _apply(*_worker_fn, raw, labels)
+
+
+def _default_collate():
+    try:
+        from torch.utils.data import default_collate
+    except ImportError:  # torch < 1.11 or no torch
+        try:
+            from torch.utils.data._utils.collate import default_collate
+        except ImportError:
+            return None
+    return default_collate
+
+
+def _dist_rank_world():
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return 0, 1
+
+
+class CiuicDataLoader:
+    """A drop-in for torch.utils.data.DataLoader over a DirectoryDataset or ShardDataset.
+
+    Each item of the data set is (transform(bytes), target_transform(label)); batches are made
+    by collate_fn (torch's default_collate by default, which keeps bytes as a list).
+    Extra arguments: seed, locality_window (0: global shuffle), prefetch_bytes (memory budget of
+    the prefetch engine), prefetch (batches kept read ahead at least: raises the budget),
+    context (from ciuic.init_context(); its prefetch acts as prefetch), rank/world_size (default: torch.distributed if initialized, else 0/1),
+    io_depth (reads in flight), prefetch_factor (batches queued per worker).
+
+    Resume: state_dict() gives {"epoch", "cursor", "seed", ...}; cursor is the number of samples
+    of this epoch's global order the whole job has consumed (all ranks advance in lockstep, as
+    synchronous training does). load_state_dict() restarts on the next unseen sample, at any
+    number of workers or ranks.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, collate_fn=None,
+                 drop_last=False, pin_memory=False, transform=None, target_transform=None,
+                 seed=0, locality_window=0, prefetch_bytes=256 << 20, rank=None,
+                 world_size=None, io_depth=64, prefetch_factor=2, opener_threads=8,
+                 multiprocessing_context="fork", prefetch=None, context=None):
+        if not isinstance(dataset, _Dataset):
+            raise TypeError("CiuicDataLoader takes a ciuic DirectoryDataset or ShardDataset")
+        if batch_size is None or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if num_workers < 0:
+            raise ValueError("num_workers must be >= 0")
+        if prefetch is not None and prefetch < 0:
+            raise ValueError("prefetch must be >= 0 batches")
+        self.prefetch = prefetch  # batches kept read ahead at least (the seed's argument)
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.num_workers = num_workers
+        self.collate_fn = collate_fn if collate_fn is not None else _default_collate()
+        self.drop_last = drop_last
+        self.pin_memory = pin_memory
+        self.transform = transform
+        self.target_transform = target_transform
+        self.seed = seed
+        self.locality_window = locality_window
+        self.prefetch_bytes = int(prefetch_bytes)
+        self.io_depth = io_depth
+        self.opener_threads = opener_threads
+        self.prefetch_factor = max(1, prefetch_factor)
+        self.mp_context = multiprocessing_context
+        self.context = context  # ciuic.init_context(): its .prefetch batches raise the budget
+        if rank is None or world_size is None:
+            r, w = _dist_rank_world()
+            rank = r if rank is None else rank
+            world_size = w if world_size is None else world_size
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} not in [0, world_size={world_size})")
+        self.rank = rank
+        self.world_size = world_size
+        self.epoch = 0
+        self._cursor = 0          # global samples consumed before this iteration started
+        self._consumed = 0        # samples this rank consumed in the current iteration
+        self._resume = None
+        self._engine = None
+        self._pool = None
+        self.last_stats = None
+        self.last_budget = None
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def _my_indexes(self):
+        order = epoch_order(self.dataset, self.epoch, self.seed, self.shuffle,
+                            self.locality_window)
+        return split_for_rank(order, self._cursor, self.rank, self.world_size)
+
+    def __len__(self):
+        n = len(self.dataset)
+        mine = len(range(self.rank, n, self.world_size))
+        return mine // self.batch_size if self.drop_last else math.ceil(mine / self.batch_size)
+
+    def state_dict(self):
+        cursor = min(self._cursor + self._consumed * self.world_size, len(self.dataset))
+        epoch = self.epoch
+        if cursor >= len(self.dataset):  # epoch done: resume at the start of the next one
+            epoch, cursor = epoch + 1, 0
+        return {"epoch": epoch, "cursor": cursor,
+                "seed": self.seed, "shuffle": self.shuffle,
+                "locality_window": self.locality_window, "num_samples": len(self.dataset)}
+
+    def load_state_dict(self, state):
+        if state.get("num_samples", len(self.dataset)) != len(self.dataset):
+            raise ValueError(f"state is for a data set of {state['num_samples']} samples, "
+                             f"this one has {len(self.dataset)}")
+        cursor = int(state["cursor"])
+        if not 0 <= cursor <= len(self.dataset):
+            raise ValueError(f"cursor {cursor} out of range [0, {len(self.dataset)}]")
+        self.epoch = int(state["epoch"])
+        self.seed = state.get("seed", self.seed)
+        self.shuffle = state.get("shuffle", self.shuffle)
+        self.locality_window = state.get("locality_window", self.locality_window)
+        self._resume = cursor
+
+    def __iter__(self):
+        self._close()
+        self._cursor = self._resume if self._resume is not None else 0
+        self._resume = None
+        self._consumed = 0
+        idx = self._my_indexes()
+        ds = self.dataset
+        budget = self.prefetch_bytes
+        batches = max(self.prefetch or 0, self.context.prefetch if self.context else 0)
+        if batches and len(ds):
+            budget = max(budget, int(batches * self.batch_size * float(ds.length.mean())))
+        self.last_budget = budget
+        engine = _ciuic.PrefetchEngine(
+            ds.client, ds.sources, ds.source[idx], ds.offset[idx], ds.length[idx],
+            budget_bytes=budget, max_inflight=self.io_depth,
+            opener_threads=self.opener_threads, keep_sources_open=ds.keep_sources_open)
+        self._engine = engine
+        labels = ds.labels[idx]
+        return self._iterate(engine, labels)
+
+    def _raw_batches(self, engine, labels):
+        n = len(labels)
+        b = self.batch_size
+        for start in range(0, n, b):
+            count = min(b, n - start)
+            if count < b and self.drop_last:
+                return
+            raw = engine.next_batch(count)
+            if len(raw) != count:
+                raise OSError(5, "prefetch engine ended early")
+            yield raw, [int(x) for x in labels[start:start + count]], count
+
+    def _iterate(self, engine, labels):
+        fn = (self.transform, self.target_transform, self.collate_fn)
+        try:
+            if self.num_workers == 0:
+                for raw, lab, count in self._raw_batches(engine, labels):
+                    batch = _apply(*fn, raw, lab)
+                    self._consumed += count
+                    yield self._pin(batch)
+            else:
+                ctx = multiprocessing.get_context(self.mp_context)
+                try:
+                    import torch.multiprocessing  # noqa: F401  (tensors through shared memory)
+                except ImportError:
+                    pass
+                self._pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(fn,))
+                window = []
+                limit = self.num_workers * self.prefetch_factor
+                for raw, lab, count in self._raw_batches(engine, labels):
+                    window.append((self._pool.apply_async(_worker_run, ((raw, lab),)), count))
+                    if len(window) >= limit:
+                        res, c = window.pop(0)
+                        batch = res.get()
+                        self._consumed += c
+                        yield self._pin(batch)
+                for res, c in window:
+                    batch = res.get()
+                    self._consumed += c
+                    yield self._pin(batch)
+            self.last_stats = engine.stats()
+            # A finished epoch: the next __iter__ starts the next epoch's order from its start
+            # unless set_epoch/load_state_dict says otherwise.
+        finally:
+            self._close()
+
+    def _pin(self, batch):
+        if not self.pin_memory:
+            return batch
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                return batch
+            if isinstance(batch, torch.Tensor):
+                return batch.pin_memory()
+            if isinstance(batch, (list, tuple)):
+                return type(batch)(x.pin_memory() if isinstance(x, torch.Tensor) else x
+                                   for x in batch)
+        except ImportError:
+            pass
+        return batch
+
+    def _close(self):
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+        if self._engine is not None:
+            self.last_stats = self._engine.stats()
+            self._engine.stop()
+            self._engine = None
+
+    def __del__(self):
+        try:
+            self._close()
+        except Exception:  # noqa: BLE001  interpreter shutdown
+            pass
+

@@ -1,0 +1,119 @@
+// PrefetchEngine: reads the samples of an epoch in exactly the order it is given, ahead of the
+// consumer, with a bounded memory budget. The storage never guesses what comes next: the loader
+// computed the epoch's order and hands it over whole.
+//
+// A sample is (source, offset, length): a byte range of one of the data set's source files (a tar
+// shard, or one sample file with offset 0 and its full length). Sources are resolved once per
+// engine: shards stay open (an LRU of open Files), so a sample costs one read and no MDS round
+// trip; one-file-per-sample sources are opened, read and closed per sample.
+//
+// Threads: `opener_threads` issuer threads claim samples in order, open their source if needed
+// (blocking MDS call) and start the read with the client's async API (PreadAsync: all OSTs in
+// flight at once); completions land on the client's network threads. Next() blocks (callers drop
+// the GIL) until the next sample in order is ready and hands its bytes out.
+// Memory: bytes of samples claimed but not yet taken by Next() stay <= budget_bytes (a single
+// sample larger than the budget is still read, alone).
+// Thread-safety: Next() from one consumer thread at a time; stats() from any thread. The
+// destructor stops the threads and waits for reads in flight.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "ciuic/client.h"
+#include "ciuic/status.h"
+
+namespace ciuic::loader {
+
+struct SampleRef {
+  uint32_t source = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct PrefetchOptions {
+  size_t budget_bytes = size_t{256} << 20;  // bytes read ahead and not yet consumed
+  int max_inflight = 64;                    // reads in flight
+  int opener_threads = 8;                   // threads that open sources and issue reads
+  int max_open_sources = 64;                // open shard Files kept (LRU)
+  bool keep_sources_open = true;            // false: one file per sample (open, read, close)
+};
+
+struct PrefetchStats {
+  uint64_t samples = 0;         // handed out by Next()
+  uint64_t bytes = 0;           // handed out by Next()
+  uint64_t opens = 0;           // source opens (MDS round trips)
+  uint64_t peak_buffered = 0;   // peak bytes held (claimed, not yet consumed)
+  uint64_t consumer_waits = 0;  // Next() calls that had to wait for data
+  double consumer_wait_s = 0;   // total time Next() waited
+};
+
+class PrefetchEngine {
+ public:
+  // `client` must outlive the engine (the shared_ptr keeps it alive). `sources` are cluster paths.
+  PrefetchEngine(std::shared_ptr<Client> client,
+                 std::vector<std::string> sources,
+                 std::vector<SampleRef> order,
+                 PrefetchOptions options);
+  ~PrefetchEngine();
+  PrefetchEngine(const PrefetchEngine&) = delete;
+  PrefetchEngine& operator=(const PrefetchEngine&) = delete;
+
+  // Checks the order (kInvalidArgument for a source index out of range) and starts the threads.
+  Status Start();
+  // The next sample's bytes in order, or nullopt after the last. A failed read returns its error
+  // (naming the source path and offset); the engine is then finished.
+  Result<std::optional<std::string>> Next();
+  // Stops issuing and waits for reads in flight (also done by the destructor).
+  void Stop();
+
+  PrefetchStats stats() const;
+  size_t size() const { return order_.size(); }
+
+ private:
+  struct Slot {
+    std::string data;
+    bool ready = false;
+    Status status;
+  };
+  void IssuerLoop();
+  Result<std::shared_ptr<File>> Source(uint32_t index);
+  void Complete(uint64_t seq, Result<size_t> r, std::shared_ptr<File> close_after);
+
+  std::shared_ptr<Client> client_;
+  std::vector<std::string> sources_;
+  std::vector<SampleRef> order_;
+  PrefetchOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable issue_cv_;    // budget or inflight freed, or stop
+  std::condition_variable ready_cv_;    // a slot became ready
+  std::condition_variable drained_cv_;  // inflight reached 0
+  uint64_t next_issue_ = 0;             // next seq to claim
+  uint64_t next_take_ = 0;              // next seq Next() returns
+  uint64_t buffered_ = 0;               // bytes claimed and not consumed
+  int inflight_ = 0;
+  bool stop_ = false;
+  std::unordered_map<uint64_t, Slot> slots_;
+  std::vector<std::shared_ptr<File>> to_close_;  // per-sample Files whose read finished
+  PrefetchStats stats_;
+
+  std::mutex open_mu_;
+  std::list<uint32_t> lru_;  // most recent first
+  std::unordered_map<uint32_t, std::pair<std::shared_ptr<File>, std::list<uint32_t>::iterator>>
+      open_;
+  std::vector<std::thread> threads_;
+  bool started_ = false;
+};
+
+}  // namespace ciuic::loader

@@ -1,0 +1,276 @@
+"""CiuicDataLoader and the data sets on a real cluster: exact epochs across ranks, seeded
+orders, exact resume at another world size, tar shards from Python's tarfile, bad input, fork
+workers, bounded memory, and a tiny training loop end to end."""
+
+import io
+import os
+import tarfile
+
+import numpy as np
+import pytest
+
+import ciuic
+from ciuic import CiuicDataLoader, DirectoryDataset, ShardDataset
+
+N_CLASSES = 3
+N = 90
+
+
+def sample_bytes(i):
+    # Sample i: its index in the first 4 bytes, then seeded noise; 300..3000 bytes.
+    rng = np.random.default_rng(i)
+    size = int(rng.integers(300, 3000))
+    return i.to_bytes(4, "little") + rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+
+
+def sample_id(data):
+    return int.from_bytes(data[:4], "little")
+
+
+@pytest.fixture(scope="module")
+def local_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tree")
+    for i in range(N):
+        d = root / f"class{i % N_CLASSES}"
+        d.mkdir(exist_ok=True)
+        (d / f"{i:05d}.bin").write_bytes(sample_bytes(i))
+    return root
+
+
+@pytest.fixture(scope="module")
+def dir_dataset(client, local_tree):
+    base = "/ds/dir"
+    for path in sorted(local_tree.rglob("*.bin")):
+        rel = path.relative_to(local_tree).as_posix()
+        client.makedirs(os.path.dirname(f"{base}/{rel}"))
+        client.write_file(f"{base}/{rel}", path.read_bytes())
+    return DirectoryDataset(client, base)
+
+
+@pytest.fixture(scope="module")
+def shard_dataset(client, local_tree):
+    # Small shards so there are several: ~10 samples per shard.
+    res = ciuic.pack(client, local_tree, "/ds/shards", shard_bytes=16 << 10)
+    assert res["files"] == N and res["shards"] > 3
+    return ShardDataset(client, "/ds/shards")
+
+
+def ids(batches):
+    out = []
+    for data, labels in batches:
+        for d, lab in zip(data, labels.tolist()):
+            i = sample_id(d)
+            assert d == sample_bytes(i)
+            assert lab == i % N_CLASSES  # class directory -> label
+            out.append(i)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["dir", "shards"])
+def test_every_sample_once_per_epoch_across_ranks(kind, dir_dataset, shard_dataset):
+    ds = dir_dataset if kind == "dir" else shard_dataset
+    assert len(ds) == N
+    for window in (0, 2):
+        seen = []
+        for rank in range(3):
+            dl = CiuicDataLoader(ds, batch_size=7, shuffle=True, seed=5, rank=rank, world_size=3,
+                                 locality_window=window)
+            got = ids(dl)
+            assert len(got) == N // 3  # balanced
+            seen += got
+        assert sorted(seen) == list(range(N))
+
+
+def test_same_seed_same_order_other_seed_other_order(shard_dataset):
+    def order(seed, epoch=0):
+        dl = CiuicDataLoader(shard_dataset, batch_size=16, shuffle=True, seed=seed)
+        dl.set_epoch(epoch)
+        return ids(dl)
+
+    a = order(1)
+    assert a == order(1)
+    assert a != order(2)
+    assert a != order(1, epoch=1)
+    assert sorted(a) == list(range(N))
+    # Locality-aware: shards are read two at a time; a window ends before the next begins.
+    dl = CiuicDataLoader(shard_dataset, batch_size=5, shuffle=True, seed=3, locality_window=2)
+    pos = {shard_dataset.names.index(f"class{i % N_CLASSES}/{i:05d}.bin"): p
+           for p, i in enumerate(ids(dl))}
+    first, last = {}, {}
+    for sample, p in sorted(pos.items(), key=lambda kv: kv[1]):
+        g = int(shard_dataset.shard_of[sample])
+        first.setdefault(g, p)
+        last[g] = p
+    by_first = sorted(first, key=first.get)
+    windows = [by_first[k:k + 2] for k in range(0, len(by_first), 2)]
+    for a, b in zip(windows, windows[1:]):
+        assert max(last[g] for g in a) < min(first[g] for g in b)
+
+
+@pytest.mark.parametrize("new_world", [1, 2, 4])
+def test_resume_after_n_batches_yields_exactly_the_rest(dir_dataset, new_world):
+    world = 2
+    consumed, states = [], []
+    for rank in range(world):
+        dl = CiuicDataLoader(dir_dataset, batch_size=4, shuffle=True, seed=9, rank=rank,
+                             world_size=world)
+        it = iter(dl)
+        for _ in range(3):
+            consumed += ids([next(it)])
+        states.append(dl.state_dict())
+        del it
+    assert all(s == states[0] for s in states)
+    assert states[0]["cursor"] == 3 * 4 * world
+    rest = []
+    for rank in range(new_world):
+        dl = CiuicDataLoader(dir_dataset, batch_size=5, shuffle=True, seed=0, rank=rank,
+                             world_size=new_world, num_workers=0)
+        dl.load_state_dict(states[0])
+        rest += ids(dl)
+    assert len(rest) + len(consumed) == N
+    assert sorted(rest + consumed) == list(range(N))
+    # The rest comes in the same global order the uninterrupted epoch would have used.
+    full = ids(CiuicDataLoader(dir_dataset, batch_size=N, shuffle=True, seed=9))
+    assert set(full[len(consumed):]) == set(rest)
+
+
+def test_tar_written_by_python_tarfile(client, tmp_path):
+    names = ["a/one.txt", "b/" + "long" * 40 + ".bin", "c/empty", "dir/sub/z.dat"]
+    blobs = [b"first", os.urandom(5000), b"", os.urandom(700)]
+    for fmt, shard in [(tarfile.PAX_FORMAT, "/ds/py/pax.tar"), (tarfile.GNU_FORMAT,
+                                                                 "/ds/py/gnu.tar")]:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+            d = tarfile.TarInfo("a")
+            d.type = tarfile.DIRTYPE
+            tar.addfile(d)
+            for name, blob in zip(names, blobs):
+                ti = tarfile.TarInfo(name)
+                ti.size = len(blob)
+                tar.addfile(ti, io.BytesIO(blob))
+        client.makedirs("/ds/py")
+        client.write_file(shard, buf.getvalue())
+        members = ciuic._ciuic.scan_tar(client, shard)
+        # Same offsets as Python's own reader.
+        with tarfile.open(fileobj=io.BytesIO(buf.getvalue())) as tar:
+            expect = [(m.name, m.offset_data, m.size) for m in tar.getmembers() if m.isfile()]
+        assert members == expect
+    ds = ShardDataset(client, ["/ds/py/pax.tar", "/ds/py/gnu.tar"])
+    assert len(ds) == 2 * len(names)
+    got = [b for batch in CiuicDataLoader(ds, batch_size=3, collate_fn=lambda s: s)
+           for b, _ in batch]
+    assert got == blobs + blobs
+    assert ds.read(1) == blobs[1]
+    # Our pack output reads back with Python's tarfile too.
+    with client.open("/ds/shards/shard-000000.tar", "rb") as f:
+        with tarfile.open(fileobj=io.BytesIO(f.read())) as tar:
+            m = tar.getmembers()[0]
+            assert m.name == "class0/00000.bin"
+            assert tar.extractfile(m).read() == sample_bytes(0)
+
+
+def test_bad_input_raises_clear_errors(client, shard_dataset, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        DirectoryDataset(client, "/ds/no-such-dir")
+    with pytest.raises(FileNotFoundError):
+        ShardDataset(client, "/ds/no-such-shards")
+    with pytest.raises(IndexError):
+        shard_dataset.read(N)
+    with pytest.raises(IndexError):
+        shard_dataset[N + 5]
+    # A corrupt tar header: OSError(EIO) naming the offset.
+    good = client.read_file("/ds/shards/shard-000000.tar")
+    bad = bytearray(good)
+    bad[3] ^= 0xFF
+    client.makedirs("/ds/bad")
+    client.write_file("/ds/bad/x.tar", bytes(bad))
+    with pytest.raises(OSError) as e:
+        ShardDataset(client, "/ds/bad")
+    assert "checksum" in str(e.value)
+    # A truncated tar whose index still claims the full members: the read fails, not silently.
+    client.write_file("/ds/bad/x.tar", good[:3000])
+    client.write_file("/ds/bad/x.tar.idx", client.read_file("/ds/shards/shard-000000.tar.idx"))
+    ds = ShardDataset(client, "/ds/bad")
+    with pytest.raises(OSError) as e:
+        list(CiuicDataLoader(ds, batch_size=4))
+    assert "x.tar" in str(e.value)
+    client.write_file("/ds/bad/x.tar.idx", b"not an index")
+    with pytest.raises(OSError):
+        ShardDataset(client, "/ds/bad")
+    with pytest.raises(ValueError):
+        CiuicDataLoader(shard_dataset, batch_size=0)
+    with pytest.raises(ValueError):
+        CiuicDataLoader(shard_dataset, rank=3, world_size=2)
+    dl = CiuicDataLoader(shard_dataset)
+    with pytest.raises(ValueError):
+        dl.load_state_dict({"epoch": 0, "cursor": N + 1})
+    with pytest.raises(OSError):
+        ciuic.pack(client, str(tmp_path / "nothing-here"), "/ds/x")
+
+
+def decode(data):
+    return np.frombuffer(data[4:260], dtype=np.uint8).astype(np.float32) / 255.0
+
+
+def test_workers_run_transforms_and_exit(shard_dataset):
+    import torch
+    dl = CiuicDataLoader(shard_dataset, batch_size=8, shuffle=True, seed=2, num_workers=2,
+                         transform=lambda b: torch.from_numpy(decode(b)))
+    n = 0
+    for x, y in dl:
+        assert x.dtype == torch.float32 and x.shape[1] == 256
+        n += len(y)
+    assert n == N
+    assert dl._pool is None  # the pool was shut down at the end of the epoch
+    # Stopping mid-epoch also ends the workers.
+    it = iter(dl)
+    next(it)
+    pool = dl._pool
+    assert pool is not None
+    it.close()
+    assert dl._pool is None
+
+
+def test_memory_stays_within_budget_across_epochs(shard_dataset):
+    budget = 8 << 10
+    dl = CiuicDataLoader(shard_dataset, batch_size=4, shuffle=True, prefetch_bytes=budget)
+    for epoch in range(3):
+        dl.set_epoch(epoch)
+        assert len(ids(dl)) == N
+        stats = dl.last_stats
+        assert stats["samples"] == N
+        assert stats["peak_buffered"] <= max(budget, int(shard_dataset.length.max()))
+        assert stats["opens"] <= len(shard_dataset.sources)  # shards opened once per epoch
+
+
+def test_init_context_and_async_prefetch(cluster_file, shard_dataset):
+    ctx = ciuic.init_context(cluster_file)
+    assert ciuic.async_prefetch(ctx, 8) is ctx and ctx.prefetch == 8
+    dl = CiuicDataLoader(shard_dataset, batch_size=4, context=ctx, prefetch_bytes=1)
+    assert len(ids(dl)) == N
+    assert dl.last_budget >= int(8 * 4 * shard_dataset.length.mean())  # 8 batches, not 1 byte
+    ctx.client.close()
+
+
+def test_tiny_training_loop_end_to_end(shard_dataset):
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, N_CLASSES))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dl = CiuicDataLoader(shard_dataset, batch_size=10, shuffle=True, num_workers=1,
+                         transform=lambda b: torch.from_numpy(decode(b)), drop_last=True)
+    assert len(dl) == N // 10
+    losses = []
+    for epoch in range(3):
+        dl.set_epoch(epoch)
+        steps = 0
+        for x, y in dl:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            steps += 1
+        assert steps == N // 10
+    assert all(np.isfinite(losses))
