@@ -274,3 +274,18 @@ def test_tiny_training_loop_end_to_end(shard_dataset):
             steps += 1
         assert steps == N // 10
     assert all(np.isfinite(losses))
+
+
+def test_ciuic_pack_cli(cluster_file, client, local_tree, tmp_path):
+    import subprocess
+    cli = os.path.join(os.environ["CIUIC_BIN_DIR"], "ciuic")
+    env = dict(os.environ, CIUIC_CLUSTER=cluster_file)
+    r = subprocess.run([cli, "pack", str(local_tree), "/ds/cli", "--shard-mib", "1"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"packed {N} files" in r.stdout
+    ds = ShardDataset(client, "/ds/cli")
+    assert sorted(ids(CiuicDataLoader(ds, batch_size=32))) == list(range(N))
+    r = subprocess.run([cli, "pack", str(tmp_path / "missing"), "/ds/cli2"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "no such directory" in r.stderr

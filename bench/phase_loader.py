@@ -1,0 +1,301 @@
+#!/usr/bin/python3
+"""ciuic-benchmark phase "loader": CiuicDataLoader on ciuic against torch's DataLoader on the
+local disk (issue 4).
+
+    /usr/bin/python3 bench/phase_loader.py --cluster FILE --local-dir DIR --json OUT [--quick]
+
+(PYTHONPATH must reach <build>/python.) Generates N samples of 16-128 KiB in K class
+directories, stores them one file per sample under DIR and on ciuic, and packs them into tar
+shards on both. Then, one shuffled epoch each with caches dropped before it (when root):
+  torch DataLoader, local files        | CiuicDataLoader, ciuic files   (gain of the engine)
+  torch DataLoader, local shards       | CiuicDataLoader, ciuic shards  (gain of packing)
+and a DLIO-style simulated accelerator: a fixed compute time per batch (sleep), utilization =
+compute / (compute + time waiting for the next batch), at a compute time where the torch
+loader's utilization is about 50%. Writes {"phase": "loader", "results": [...], "notes": [...]}.
+Exits non-zero with one line on stderr on failure.
+"""
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+
+def fail(msg):
+    print(f"phase_loader: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def drop_caches(notes):
+    try:
+        subprocess.run(["sync"], check=False, timeout=120)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError as e:
+        if not any("drop_caches" in n for n in notes):
+            notes.append(f"could not drop caches ({e.strerror}): local reads may hit the page "
+                         "cache")
+        return False
+
+
+class LocalFiles:
+    """torch Dataset: one file per sample on the local disk (as ImageFolder reads)."""
+
+    def __init__(self, root):
+        self.items = []
+        for cls in sorted(os.listdir(root)):
+            for name in sorted(os.listdir(os.path.join(root, cls))):
+                self.items.append((os.path.join(root, cls, name), int(cls[5:])))
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        path, label = self.items[i]
+        with open(path, "rb") as f:
+            return f.read(), label
+
+
+class LocalShards:
+    """torch Dataset: samples read from local tar shards through their member indexes."""
+
+    def __init__(self, root):
+        import ciuic._ciuic as native
+        self.items = []
+        self.paths = []
+        for name in sorted(n for n in os.listdir(root) if n.endswith(".tar")):
+            path = os.path.join(root, name)
+            with open(path + ".idx", "rb") as f:
+                members = native.parse_index(f.read())
+            k = len(self.paths)
+            self.paths.append(path)
+            for mname, off, size in members:
+                self.items.append((k, off, size, int(mname.split("/")[0][5:])))
+        self.fds = None
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        if self.fds is None:  # opened lazily in each worker
+            self.fds = [os.open(p, os.O_RDONLY) for p in self.paths]
+        k, off, size, label = self.items[i]
+        return os.pread(self.fds[k], size, off), label
+
+
+def collate(batch):
+    return [b for b, _ in batch], [lab for _, lab in batch]
+
+
+def run_epoch(loader, compute_s=0.0):
+    """Returns (samples, seconds, seconds waiting for data)."""
+    n = 0
+    waited = 0.0
+    t0 = time.perf_counter()
+    it = iter(loader)
+    while True:
+        w0 = time.perf_counter()
+        try:
+            data, _ = next(it)
+        except StopIteration:
+            break
+        waited += time.perf_counter() - w0
+        n += len(data)
+        if compute_s:
+            time.sleep(compute_s)
+    return n, time.perf_counter() - t0, waited
+
+
+def generate(local, n, classes, seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(16 << 10, (128 << 10) + 1, n)
+    block = rng.integers(0, 256, (256 << 10), dtype=np.uint8).tobytes()
+    files = os.path.join(local, "files")
+    for c in range(classes):
+        os.makedirs(os.path.join(files, f"class{c}"), exist_ok=True)
+    total = 0
+    for i, size in enumerate(sizes):
+        start = (i * 7919) % (len(block) - int(size))
+        data = i.to_bytes(8, "little") + block[start:start + int(size) - 8]
+        with open(os.path.join(files, f"class{i % classes}", f"{i:07d}.bin"), "wb") as f:
+            f.write(data)
+        total += len(data)
+    return total
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cluster", required=True)
+    ap.add_argument("--local-dir", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--quick", action="store_true", help="small data set, under 60 s")
+    ap.add_argument("--samples", type=int, default=0, help="default 100000 (1000 with --quick)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--budget-mib", type=int, default=256, help="CiuicDataLoader memory budget")
+    ap.add_argument("--keep", action="store_true", help="keep the generated data")
+    args = ap.parse_args()
+    n = args.samples or (1000 if args.quick else 100000)
+    notes = []
+    results = []
+
+    try:
+        import torch
+        from torch.utils.data import DataLoader
+
+        import ciuic
+    except ImportError as e:
+        fail(f"cannot import {e.name} (PYTHONPATH must reach <build>/python)")
+
+    def result(name, target, value, unit, higher=True):
+        results.append({"name": name, "target": target, "value": float(value), "unit": unit,
+                        "higher_is_better": higher})
+
+    client = ciuic.connect(args.cluster)
+    local = os.path.join(args.local_dir, "phase_loader")
+    remote = "/bench/phase_loader"
+    shutil.rmtree(local, ignore_errors=True)
+    os.makedirs(local)
+    try:
+        t0 = time.perf_counter()
+        total = generate(local, n, 10, 1)
+        notes.append(f"data set: {n} samples of 16-128 KiB ({total / 2**30:.2f} GiB), 10 classes; "
+                     f"generated in {time.perf_counter() - t0:.1f} s")
+        # ciuic copies: one file per sample, and shards.
+        t0 = time.perf_counter()
+        client.makedirs(remote)
+        files = os.path.join(local, "files")
+        jobs = []
+        for cls in sorted(os.listdir(files)):
+            client.makedirs(f"{remote}/files/{cls}")
+            jobs += [(os.path.join(files, cls, name), f"{remote}/files/{cls}/{name}")
+                     for name in sorted(os.listdir(os.path.join(files, cls)))]
+
+        def upload(job):
+            with open(job[0], "rb") as f:
+                client.write_file(job[1], f.read())  # releases the GIL: threads overlap
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(upload, jobs))
+        ciuic.pack(client, files, f"{remote}/shards", 64 << 20)
+        # Local shards: the same tar + index bytes.
+        os.makedirs(os.path.join(local, "shards"))
+        for name in client.listdir(f"{remote}/shards"):
+            with open(os.path.join(local, "shards", name), "wb") as f:
+                f.write(client.read_file(f"{remote}/shards/{name}"))
+        notes.append(f"stored on ciuic and packed in {time.perf_counter() - t0:.1f} s")
+
+        W = args.workers
+        B = args.batch_size
+        budget = args.budget_mib << 20
+
+        def torch_loader(ds, workers=W):
+            return DataLoader(ds, batch_size=B, shuffle=True, num_workers=workers,
+                              collate_fn=collate, generator=torch.Generator().manual_seed(0))
+
+        def ciuic_loader(ds, workers=W):
+            return ciuic.CiuicDataLoader(ds, batch_size=B, shuffle=True, num_workers=workers,
+                                         collate_fn=collate, seed=0, prefetch_bytes=budget)
+
+        dropped = drop_caches(notes)
+        if dropped:
+            notes.append("page cache dropped (sync; echo 3 > /proc/sys/vm/drop_caches) before "
+                         "every epoch")
+        measures = {}
+
+        def measure(key, make, compute_s=0.0):
+            drop_caches(notes)
+            loader = make()
+            got, secs, waited = run_epoch(loader, compute_s)
+            if got != n:
+                fail(f"{key}: epoch yielded {got} samples, expected {n}")
+            measures[key] = (got / secs, secs, waited, loader)
+            return got / secs
+
+        local_files = LocalFiles(files)
+        local_shards = LocalShards(os.path.join(local, "shards"))
+        ciuic_files = ciuic.DirectoryDataset(client, f"{remote}/files")
+        ciuic_shards = ciuic.ShardDataset(client, f"{remote}/shards")
+
+        t_files = measure("torch_files", lambda: torch_loader(local_files))
+        c_files = measure("ciuic_files", lambda: ciuic_loader(ciuic_files))
+        t_shards = measure("torch_shards", lambda: torch_loader(local_shards))
+        c_shards = measure("ciuic_shards", lambda: ciuic_loader(ciuic_shards))
+        result(f"torch DataLoader, local files, {W} workers", "local disk", t_files, "samples/s")
+        result(f"CiuicDataLoader, ciuic files, {W} workers", "ciuic", c_files, "samples/s")
+        result(f"torch DataLoader, local tar shards, {W} workers", "local disk", t_shards,
+               "samples/s")
+        result(f"CiuicDataLoader, ciuic tar shards, {W} workers", "ciuic", c_shards, "samples/s")
+        result("CiuicDataLoader shards on ciuic / torch files on local disk", "ratio",
+               c_shards / t_files, "x")
+        if not args.quick:
+            t0_files = measure("torch_files_w0", lambda: torch_loader(local_files, 0))
+            c0_shards = measure("ciuic_shards_w0", lambda: ciuic_loader(ciuic_shards, 0))
+            result("torch DataLoader, local files, 0 workers", "local disk", t0_files,
+                   "samples/s")
+            result("CiuicDataLoader, ciuic tar shards, 0 workers", "ciuic", c0_shards,
+                   "samples/s")
+
+        # Simulated accelerator: compute per batch = torch's own time per batch (about 50%
+        # utilization for it), the same for ciuic.
+        compute = B / t_files
+        util = {}
+        for key, make in [("torch_files_sim", lambda: torch_loader(local_files)),
+                          ("ciuic_shards_sim", lambda: ciuic_loader(ciuic_shards))]:
+            measure(key, make, compute)
+            _, secs, waited, _ = measures[key]
+            batches = (n + B - 1) // B
+            busy = batches * compute
+            util[key] = busy / (busy + waited)
+        result(f"simulated utilization, torch local files, {compute * 1e3:.1f} ms/batch",
+               "local disk", 100 * util["torch_files_sim"], "%")
+        result(f"simulated utilization, CiuicDataLoader ciuic shards, {compute * 1e3:.1f} "
+               "ms/batch", "ciuic", 100 * util["ciuic_shards_sim"], "%")
+
+        stats = measures["ciuic_shards"][3].last_stats
+        result("CiuicDataLoader peak buffered bytes (budget "
+               f"{args.budget_mib} MiB)", "ciuic", stats["peak_buffered"] / 2**20, "MiB",
+               higher=False)
+        result("benchmark process peak RSS", "process",
+               resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "MiB", higher=False)
+        notes.append(f"batch size {B}; {W} workers; CiuicDataLoader budget {args.budget_mib} "
+                     f"MiB, {len(ciuic_shards.sources)} shards of <= 64 MiB; "
+                     f"ciuic files epoch opened {measures['ciuic_files'][3].last_stats['opens']} "
+                     "files (one MDS open per sample)")
+    finally:
+        if not args.keep:
+            shutil.rmtree(local, ignore_errors=True)
+            try:
+                for sub in ("files", "shards"):
+                    base = f"{remote}/{sub}"
+                    if not client.exists(base):
+                        continue
+                    for name, is_dir, _ in client.scandir(base):
+                        if is_dir:
+                            for leaf in client.listdir(f"{base}/{name}"):
+                                client.remove(f"{base}/{name}/{leaf}")
+                            client.rmdir(f"{base}/{name}")
+                        else:
+                            client.remove(f"{base}/{name}")
+                    client.rmdir(base)
+            except OSError as e:
+                notes.append(f"cleanup on ciuic incomplete: {e}")
+    with open(args.json, "w") as f:
+        json.dump({"phase": "loader", "results": results, "notes": notes}, f, indent=1)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except OSError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        fail("interrupted")
