@@ -1,0 +1,394 @@
+#include "bench/target.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+
+namespace ciuic::bench {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point Deadline(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// 4 KiB aligned buffers for `n` IOs, freed together.
+class Buffers {
+ public:
+  explicit Buffers(size_t n) : bufs_(n) {
+    for (auto& b : bufs_)
+      b = static_cast<char*>(std::aligned_alloc(4096, 4096));
+  }
+  ~Buffers() {
+    for (auto* b : bufs_)
+      std::free(b);
+  }
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  char* operator[](size_t i) { return bufs_[i]; }
+
+ private:
+  std::vector<char*> bufs_;
+};
+
+class PosixFile : public BFile {
+ public:
+  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixFile() override {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  Status Pwrite(const void* buf, size_t len, uint64_t off) override {
+    size_t done = 0;
+    while (done < len) {
+      ssize_t r = ::pwrite(fd_, static_cast<const char*>(buf) + done, len - done,
+                           static_cast<off_t>(off + done));
+      if (r < 0) {
+        if (errno == EINTR)
+          continue;
+        return Status::FromErrno(errno, path_);
+      }
+      done += static_cast<size_t>(r);
+    }
+    return Status::OK();
+  }
+  Result<size_t> Pread(void* buf, size_t len, uint64_t off) override {
+    for (;;) {
+      ssize_t r = ::pread(fd_, buf, len, static_cast<off_t>(off));
+      if (r >= 0)
+        return static_cast<size_t>(r);
+      if (errno != EINTR)
+        return Status::FromErrno(errno, path_);
+    }
+  }
+  Status Fsync() override {
+    return ::fsync(fd_) == 0 ? Status::OK() : Status::FromErrno(errno, path_);
+  }
+  Status Close() override {
+    int fd = fd_;
+    fd_ = -1;
+    if (fd < 0)
+      return Status::OK();
+    return ::close(fd) == 0 ? Status::OK() : Status::FromErrno(errno, path_);
+  }
+  Result<uint64_t> RandomReads(
+      uint64_t size, int qd, int batch, double seconds, uint64_t seed) override {
+    const uint64_t blocks = size / 4096;
+    if (blocks == 0)
+      return Status::InvalidArgument(path_ + ": file too small for 4 KiB random reads");
+    struct io_uring ring;
+    int rc = io_uring_queue_init(static_cast<unsigned>(qd), &ring, 0);
+    if (rc < 0)
+      return Status::FromErrno(-rc, "io_uring_queue_init");
+    Buffers bufs(static_cast<size_t>(qd));
+    std::mt19937_64 rng(seed);
+    std::vector<int> free_slots;
+    for (int i = qd - 1; i >= 0; --i)
+      free_slots.push_back(i);
+    const auto deadline = Deadline(seconds);
+    uint64_t ops = 0;
+    int inflight = 0;
+    bool stop = false;
+    Status err;
+    for (;;) {
+      // Refill in batches of `batch` (or whatever is free when that is fewer than batch but
+      // nothing is in flight), one submit per batch.
+      if (!stop && err.ok() && (free_slots.size() >= static_cast<size_t>(batch) || inflight == 0)) {
+        int queued = 0;
+        while (!free_slots.empty() && queued < batch) {
+          int slot = free_slots.back();
+          free_slots.pop_back();
+          struct io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+          io_uring_prep_read(sqe, fd_, bufs[static_cast<size_t>(slot)], 4096,
+                             (rng() % blocks) * 4096);
+          io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(slot));
+          ++queued;
+        }
+        rc = io_uring_submit(&ring);
+        if (rc < 0) {
+          err = Status::FromErrno(-rc, "io_uring_submit");
+          break;
+        }
+        inflight += queued;
+      }
+      if (inflight == 0)
+        break;
+      struct io_uring_cqe* cqe;
+      rc = io_uring_wait_cqe(&ring, &cqe);
+      if (rc < 0) {
+        if (rc == -EINTR)
+          continue;
+        err = Status::FromErrno(-rc, "io_uring_wait_cqe");
+        break;
+      }
+      // Reap everything that is ready.
+      unsigned head;
+      unsigned seen = 0;
+      io_uring_for_each_cqe(&ring, head, cqe) {
+        if (cqe->res < 0 && err.ok())
+          err = Status::FromErrno(-cqe->res, path_);
+        free_slots.push_back(static_cast<int>(io_uring_cqe_get_data64(cqe)));
+        ++seen;
+      }
+      io_uring_cq_advance(&ring, seen);
+      inflight -= static_cast<int>(seen);
+      ops += seen;
+      if (!stop && Clock::now() >= deadline)
+        stop = true;
+      if ((stop || !err.ok()) && inflight == 0)
+        break;
+    }
+    io_uring_queue_exit(&ring);
+    CIUIC_RETURN_IF_ERROR(err);
+    return ops;
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class PosixTarget : public Target {
+ public:
+  PosixTarget(std::string name, std::string dir, bool direct, bool over_network)
+      : name_(std::move(name)),
+        dir_(std::move(dir)),
+        direct_(direct),
+        over_network_(over_network) {}
+  const std::string& name() const override { return name_; }
+  std::string Path(const std::string& rel) const override { return dir_ + "/" + rel; }
+  Result<std::unique_ptr<BFile>> Open(const std::string& path, bool create, uint64_t) override {
+    int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_TRUNC : 0) | (direct_ ? O_DIRECT : 0);
+    int fd = ::open(path.c_str(), flags, 0644);
+    if (fd < 0)
+      return Status::FromErrno(errno, path);
+    return std::unique_ptr<BFile>(new PosixFile(fd, path));
+  }
+  Status Mkdir(const std::string& path) override {
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    return ec ? Status::IoError(path + ": " + ec.message()) : Status::OK();
+  }
+  Status CreateEmpty(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return Status::FromErrno(errno, path);
+    return ::close(fd) == 0 ? Status::OK() : Status::FromErrno(errno, path);
+  }
+  Status Stat(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 ? Status::OK() : Status::FromErrno(errno, path);
+  }
+  Result<size_t> ReadDir(const std::string& path) override {
+    DIR* d = ::opendir(path.c_str());
+    if (d == nullptr)
+      return Status::FromErrno(errno, path);
+    size_t n = 0;
+    errno = 0;
+    while (struct dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        ++n;
+    }
+    int err = errno;
+    ::closedir(d);
+    if (err != 0)
+      return Status::FromErrno(err, path);
+    return n;
+  }
+  Status Unlink(const std::string& path) override {
+    return ::unlink(path.c_str()) == 0 ? Status::OK() : Status::FromErrno(errno, path);
+  }
+  Status Rmdir(const std::string& path) override {
+    return ::rmdir(path.c_str()) == 0 ? Status::OK() : Status::FromErrno(errno, path);
+  }
+  Status RemoveAll(const std::string& path) override {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    return ec ? Status::IoError(path + ": " + ec.message()) : Status::OK();
+  }
+  Result<std::unique_ptr<Target>> Fork() override {
+    return std::unique_ptr<Target>(new PosixTarget(name_, dir_, direct_, over_network_));
+  }
+  bool direct_io() const override { return direct_; }
+  bool over_network() const override { return over_network_; }
+
+ private:
+  std::string name_;
+  std::string dir_;
+  bool direct_;
+  bool over_network_;
+};
+
+class CiuicFile : public BFile {
+ public:
+  explicit CiuicFile(std::unique_ptr<File> f) : f_(std::move(f)) {}
+  Status Pwrite(const void* buf, size_t len, uint64_t off) override {
+    return f_->Pwrite(buf, len, off).status();
+  }
+  Result<size_t> Pread(void* buf, size_t len, uint64_t off) override {
+    return f_->Pread(buf, len, off);
+  }
+  Status Fsync() override { return f_->Fsync(); }
+  Status Close() override { return f_->Close(); }
+  Result<uint64_t> RandomReads(
+      uint64_t size, int qd, int batch, double seconds, uint64_t seed) override {
+    const uint64_t blocks = size / 4096;
+    if (blocks == 0)
+      return Status::InvalidArgument(f_->path() + ": file too small for 4 KiB random reads");
+    std::mutex mu;
+    std::condition_variable cv;
+    Buffers bufs(static_cast<size_t>(qd));
+    std::mt19937_64 rng(seed);
+    uint64_t ops = 0;
+    int inflight = 0;
+    Status err;
+    std::vector<int> free_slots;
+    for (int i = qd - 1; i >= 0; --i)
+      free_slots.push_back(i);
+    const auto deadline = Deadline(seconds);
+    const size_t refill = static_cast<size_t>(std::min(batch, qd));
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      bool stop = Clock::now() >= deadline || !err.ok();
+      if (stop) {
+        cv.wait(lock, [&] { return inflight == 0; });
+        break;
+      }
+      std::vector<std::pair<int, uint64_t>> todo;
+      while (!free_slots.empty() && todo.size() < refill) {
+        todo.emplace_back(free_slots.back(), (rng() % blocks) * 4096);
+        free_slots.pop_back();
+      }
+      inflight += static_cast<int>(todo.size());
+      lock.unlock();
+      for (auto [slot, off] : todo) {
+        f_->PreadAsync(bufs[static_cast<size_t>(slot)], 4096, off, [&, slot](Result<size_t> r) {
+          std::lock_guard<std::mutex> g(mu);
+          if (!r.ok() && err.ok())
+            err = r.status();
+          ++ops;
+          --inflight;
+          free_slots.push_back(slot);
+          cv.notify_one();
+        });
+      }
+      lock.lock();
+      // Wait until a batch can be refilled (or everything came back), with a deadline check.
+      cv.wait_until(lock, deadline,
+                    [&] { return free_slots.size() >= refill || inflight == 0 || !err.ok(); });
+    }
+    CIUIC_RETURN_IF_ERROR(err);
+    return ops;
+  }
+
+ private:
+  std::unique_ptr<File> f_;
+};
+
+class CiuicTarget : public Target {
+ public:
+  CiuicTarget(std::unique_ptr<Client> c, std::string cluster_file, std::string dir)
+      : c_(std::move(c)), cluster_file_(std::move(cluster_file)), dir_(std::move(dir)) {}
+  const std::string& name() const override { return name_; }
+  std::string Path(const std::string& rel) const override { return dir_ + "/" + rel; }
+  Result<std::unique_ptr<BFile>> Open(const std::string& path,
+                                      bool create,
+                                      uint64_t size_hint) override {
+    OpenOptions oo;
+    oo.size_hint = size_hint;
+    CIUIC_ASSIGN_OR_RETURN(auto f,
+                           c_->Open(path, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0644, oo));
+    return std::unique_ptr<BFile>(new CiuicFile(std::move(f)));
+  }
+  Status Mkdir(const std::string& path) override { return c_->MkdirAll(path, 0755); }
+  Status CreateEmpty(const std::string& path) override {
+    CIUIC_ASSIGN_OR_RETURN(auto f, c_->Open(path, O_CREAT | O_EXCL | O_WRONLY, 0644));
+    return f->Close();
+  }
+  Status Stat(const std::string& path) override { return c_->Stat(path).status(); }
+  Result<size_t> ReadDir(const std::string& path) override {
+    CIUIC_ASSIGN_OR_RETURN(auto entries, c_->ReadDir(path));
+    return entries.size();
+  }
+  Status Unlink(const std::string& path) override { return c_->Unlink(path); }
+  Status Rmdir(const std::string& path) override { return c_->Rmdir(path); }
+  Status RemoveAll(const std::string& path) override {
+    auto st = c_->Lstat(path);
+    if (!st.ok())
+      return st.status().code() == StatusCode::kNotFound ? Status::OK() : st.status();
+    if (!st->is_dir())
+      return c_->Unlink(path);
+    CIUIC_ASSIGN_OR_RETURN(auto entries, c_->ReadDir(path));
+    for (const auto& e : entries)
+      CIUIC_RETURN_IF_ERROR(RemoveAll(path + "/" + e.name));
+    return c_->Rmdir(path);
+  }
+  Result<std::unique_ptr<Target>> Fork() override {
+    ClientOptions o;
+    o.cluster_file = cluster_file_;
+    CIUIC_ASSIGN_OR_RETURN(auto c, Client::Connect(o));
+    return std::unique_ptr<Target>(new CiuicTarget(std::move(c), cluster_file_, dir_));
+  }
+  bool direct_io() const override { return true; }  // the client has no page cache
+  bool over_network() const override { return true; }
+
+ private:
+  std::string name_ = "ciuic";
+  std::unique_ptr<Client> c_;
+  std::string cluster_file_;
+  std::string dir_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Target>> NewPosixTarget(const std::string& name,
+                                               const std::string& dir,
+                                               bool over_network) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return Status::IoError(fmt::format("cannot create {}: {}", dir, ec.message()));
+  // Probe O_DIRECT: FUSE and some network file systems refuse it.
+  std::string probe = fmt::format("{}/.ciuic-bench-probe-{}", dir, ::getpid());
+  int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  bool direct = fd >= 0;
+  if (fd >= 0) {
+    ::close(fd);
+  } else {
+    fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return Status::FromErrno(errno, fmt::format("cannot create files in {}", dir));
+    ::close(fd);
+  }
+  ::unlink(probe.c_str());
+  return std::unique_ptr<Target>(new PosixTarget(name, dir, direct, over_network));
+}
+
+Result<std::unique_ptr<Target>> NewCiuicTarget(const std::string& cluster_file,
+                                               const std::string& dir) {
+  ClientOptions o;
+  o.cluster_file = cluster_file;
+  auto c = Client::Connect(o);
+  if (!c.ok()) {
+    return Status(c.status().code(), fmt::format("cannot connect to the cluster in {}: {}",
+                                                 cluster_file, c.status().message()));
+  }
+  CIUIC_RETURN_IF_ERROR((*c)->MkdirAll(dir, 0755));
+  return std::unique_ptr<Target>(new CiuicTarget(std::move(*c), cluster_file, dir));
+}
+
+}  // namespace ciuic::bench
