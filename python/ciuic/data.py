@@ -385,6 +385,7 @@ class CiuicDataLoader:
 
     def _iterate(self, engine, labels):
         fn = (self.transform, self.target_transform, self.collate_fn)
+        pool = None
         try:
             # Workers exist for user transforms; with none, batches are only regrouped, which
             # the parent does faster than shipping the bytes to a worker and back.
@@ -400,11 +401,12 @@ class CiuicDataLoader:
                     import torch.multiprocessing  # noqa: F401  (tensors through shared memory)
                 except ImportError:
                     pass
-                self._pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(fn,))
+                pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(fn,))
+                self._pool = pool
                 window = []
                 limit = self.num_workers * self.prefetch_factor
                 for raw, lab, count in self._raw_batches(engine, labels):
-                    window.append((self._pool.apply_async(_worker_run, ((raw, lab),)), count))
+                    window.append((pool.apply_async(_worker_run, ((raw, lab),)), count))
                     if len(window) >= limit:
                         res, c = window.pop(0)
                         batch = res.get()
@@ -414,11 +416,17 @@ class CiuicDataLoader:
                     batch = res.get()
                     self._consumed += c
                     yield self._pin(batch)
-            self.last_stats = engine.stats()
-            # A finished epoch: the next __iter__ starts the next epoch's order from its start
-            # unless set_epoch/load_state_dict says otherwise.
         finally:
-            self._close()
+            # Only this iterator's engine and pool: a newer iterator may own self._engine.
+            self.last_stats = engine.stats()
+            engine.stop()
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+            if self._engine is engine:
+                self._engine = None
+            if self._pool is pool:
+                self._pool = None
 
     def _pin(self, batch):
         if not self.pin_memory:
