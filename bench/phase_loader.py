@@ -137,13 +137,13 @@ def main():
     ap.add_argument("--local-dir", required=True)
     ap.add_argument("--json", required=True)
     ap.add_argument("--quick", action="store_true", help="small data set, under 60 s")
-    ap.add_argument("--samples", type=int, default=0, help="default 100000 (1000 with --quick)")
+    ap.add_argument("--samples", type=int, default=0, help="default 100000 (600 with --quick)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--budget-mib", type=int, default=256, help="CiuicDataLoader memory budget")
     ap.add_argument("--keep", action="store_true", help="keep the generated data")
     args = ap.parse_args()
-    n = args.samples or (1000 if args.quick else 100000)
+    n = args.samples or (600 if args.quick else 100000)
     notes = []
     results = []
 
