@@ -234,13 +234,16 @@ def test_workers_run_transforms_and_exit(shard_dataset):
 def test_memory_stays_within_budget_across_epochs(shard_dataset):
     budget = 8 << 10
     dl = CiuicDataLoader(shard_dataset, batch_size=4, shuffle=True, prefetch_bytes=budget)
+    threads = []
     for epoch in range(3):
         dl.set_epoch(epoch)
         assert len(ids(dl)) == N
+        threads.append(len(os.listdir("/proc/self/task")))  # engine threads joined each epoch
         stats = dl.last_stats
         assert stats["samples"] == N
         assert stats["peak_buffered"] <= max(budget, int(shard_dataset.length.max()))
         assert stats["opens"] <= len(shard_dataset.sources)  # shards opened once per epoch
+    assert threads[0] == threads[-1]
 
 
 def test_init_context_and_async_prefetch(cluster_file, shard_dataset):
