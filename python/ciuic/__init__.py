@@ -60,6 +60,8 @@ def async_prefetch(ctx, n):
 from .data import (CiuicDataLoader, DirectoryDataset, ShardDataset, epoch_order,  # noqa: E402
                    split_for_rank, write_index)
 
+from . import checkpoint  # noqa: E402,F401
+
 try:  # fsspec is optional
     import fsspec as _fsspec
 
