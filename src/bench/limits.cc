@@ -92,12 +92,13 @@ nlohmann::json Limits::ToJson() const {
 
 Result<Limits> MeasureLimits(const std::string& dir,
                              uint64_t bytes,
+                             int streams,
                              const std::function<void()>& drop_caches) {
   Limits l;
   CIUIC_ASSIGN_OR_RETURN(auto t, NewPosixTarget("limits", dir, false));
   if (!t->direct_io())
     return Status::NotSupported(dir + ": O_DIRECT refused; cannot measure the disk");
-  const int streams = 2;
+  streams = std::max(streams, 1);
   const size_t block = 1u << 20;
   const uint64_t per = bytes / streams / block * block;
   std::vector<std::string> paths;

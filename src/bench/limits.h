@@ -16,8 +16,8 @@
 namespace ciuic::bench {
 
 struct Limits {
-  double disk_write_gbps = 0;  // 1e9 bytes/s, 2 streams, O_DIRECT, fsynced
-  double disk_read_gbps = 0;   // 2 streams, O_DIRECT
+  double disk_write_gbps = 0;  // 1e9 bytes/s, O_DIRECT, fsynced
+  double disk_read_gbps = 0;   // O_DIRECT
   double disk_rand_iops = 0;   // 4 KiB, O_DIRECT, io_uring QD32
   double loopback_gbps = 0;    // one TCP stream over 127.0.0.1
   nlohmann::json ToJson() const;
@@ -25,8 +25,10 @@ struct Limits {
 
 // Measures the limits with `bytes` of data under `dir` (removed afterwards); `drop_caches` runs
 // between write and read.
+// `streams` parallel streams (as many as the seq phase uses: a virtio disk scales with them).
 Result<Limits> MeasureLimits(const std::string& dir,
                              uint64_t bytes,
+                             int streams,
                              const std::function<void()>& drop_caches);
 
 // Marks each seq/rand metric of `report` above its limit as cache-inflated (with a note).

@@ -111,7 +111,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
                  "(default: all)");
   app.add_option("--cluster", o.cluster_file,
                  "cluster file of a running cluster; default: start a fresh local cluster");
-  app.add_option("--size", size_s, "bytes written per seq phase, all clients together (2G)");
+  app.add_option("--size", size_s, "bytes written per seq phase, all clients together (1G)");
   app.add_option("--block", block_s, "IO size of the seq phases (1M)");
   app.add_option("--clients", o.clients, "seq: independent clients")->check(CLI::Range(1, 16));
   app.add_option("--threads", o.threads, "seq: threads per client")->check(CLI::Range(1, 64));
@@ -119,7 +119,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   app.add_option("--batch", o.batch, "rand: IOs submitted together")->check(CLI::Range(1, 1024));
   app.add_option("--rand-seconds", o.rand_seconds, "rand: seconds per run")
       ->check(CLI::Range(0.2, 3600.0));
-  app.add_option("--rand-file", rand_file_s, "rand: bytes of the file read at random (1G)");
+  app.add_option("--rand-file", rand_file_s, "rand: bytes of the file read at random (512M)");
   app.add_option("--latency-ops", o.latency_ops, "latency: operations sampled per kind")
       ->check(CLI::Range(10, 10000000));
   app.add_option("--meta-files", o.meta_files, "meta: files per client")

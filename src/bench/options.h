@@ -29,16 +29,16 @@ struct Options {
   std::vector<TargetSpec> targets;
   std::vector<std::string> phases;
   std::string cluster_file;    // empty: start a fresh local cluster for the ciuic/fuse targets
-  uint64_t size = 2ull << 30;  // bytes per seq write phase (all clients together)
+  uint64_t size = 1ull << 30;  // bytes per seq write phase (all clients together)
   uint64_t block = 1u << 20;   // IO size of the seq phases
   int clients = 2;             // seq: independent clients (own Client / own file set)
   int threads = 2;             // seq: threads per client
   int qd = 32;                 // rand: IOs in flight
   int batch = 8;               // rand: IOs submitted per io_uring_submit / per refill
-  double rand_seconds = 8;
-  uint64_t rand_file = 1ull << 30;  // rand: bytes of the file read at random
-  int latency_ops = 2000;           // latency: small reads and metadata ops sampled
-  int meta_files = 4000;            // meta: files per client
+  double rand_seconds = 5;
+  uint64_t rand_file = 512ull << 20;  // rand: bytes of the file read at random
+  int latency_ops = 1000;             // latency: small reads and metadata ops sampled
+  int meta_files = 2000;              // meta: files per client
   int meta_clients = 2;
   int runs = 3;
   std::vector<int> scaling_oss = {1, 2, 4, 8};

@@ -1,6 +1,7 @@
 #include "bench/runner.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,6 +91,8 @@ Status Driver::MakeWorkDir() {
   if (::mkdtemp(buf.data()) == nullptr)
     return Status::FromErrno(errno, "cannot create a temp dir under " + o_.work_dir);
   work_ = buf.data();
+  // Peers' daemons run as their own users (MooseFS: mfs) and need to enter their data dirs.
+  ::chmod(work_.c_str(), 0755);
   std::string w = work_;
   AddCleanup([w] {
     std::error_code ec;
@@ -276,7 +279,7 @@ int Driver::Run() {
   auto lim = !data_phases
                  ? Result<Limits>(Status::NotSupported("no seq or rand phase"))
                  : MeasureLimits(work_ + "/limits", o_.quick ? (256ull << 20) : (1ull << 30),
-                                 [this] { Drop(); });
+                                 std::max(2, o_.clients * o_.threads), [this] { Drop(); });
   if (lim.ok()) {
     limits = *lim;
     report_.SetLimits(limits.ToJson());
@@ -372,8 +375,11 @@ int Driver::Run() {
       continue;
     ExternalPhase ep;
     ep.phase = phase;
-    std::string root = FindUp(bin_dir_, "bench");
-    ep.script = (root.empty() ? std::string("bench") : root) + "/phase_" + phase + ".py";
+    // The source tree: the ancestor of the binary that holds src/bench.
+    std::string src = FindUp(bin_dir_, "src/bench/runner.cc");
+    std::string root =
+        src.empty() ? "." : fs::path(src).parent_path().parent_path().parent_path().string();
+    ep.script = root + "/bench/phase_" + phase + ".py";
     ep.python_path = bin_dir_ + "/../python";
     ep.cluster_file = cluster_file_;
     ep.local_dir = work_ + "/" + phase + "-local";
@@ -403,7 +409,7 @@ int Driver::Run() {
     // during one of them, and a limit measured too low would flag honest results).
     Progress("measuring the physical limits again");
     auto again = MeasureLimits(work_ + "/limits", o_.quick ? (256ull << 20) : (1ull << 30),
-                               [this] { Drop(); });
+                               std::max(2, o_.clients * o_.threads), [this] { Drop(); });
     if (again.ok()) {
       limits.disk_write_gbps = std::max(limits.disk_write_gbps, again->disk_write_gbps);
       limits.disk_read_gbps = std::max(limits.disk_read_gbps, again->disk_read_gbps);
