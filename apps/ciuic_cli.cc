@@ -26,6 +26,7 @@
 #include "cluster_cmd.h"
 #include "common/config.h"
 #include "common/fid.h"
+#include "mount_cmd.h"
 #include "pack_cmd.h"
 
 namespace ciuic::cli {
@@ -1041,6 +1042,24 @@ int Main(int argc, char** argv) {
     auto d = RemotePath(dst);
     rc = d.ok() ? CmdPack(**c, src, *d, pack_shard_mib) : Fail(d.status());
   });
+
+  MountOptions mount_opts;
+  auto* mount = app.add_subcommand(
+      "mount",
+      "mount the cluster as a directory tree (FUSE)\nExample: ciuic mount ~/ciuic/cluster.conf "
+      "/mnt/ciuic");
+  mount->add_option("cluster_file", mount_opts.cluster_file, "cluster file")->required();
+  mount->add_option("mountpoint", mount_opts.mountpoint, "an existing empty directory")->required();
+  mount->add_flag("-f,--foreground", mount_opts.foreground, "serve in the foreground");
+  mount->add_flag("--private", mount_opts.private_mount, "no allow_other");
+  mount->add_option("--log", mount_opts.log_file, "log file of the daemon");
+  mount->callback([&] { rc = Mount(mount_opts); });
+  int umount_timeout = 30;
+  auto* umount =
+      app.add_subcommand("umount", "unmount a ciuic mount\nExample: ciuic umount /mnt/ciuic");
+  umount->add_option("mountpoint", src, "mount point")->required();
+  umount->add_option("--timeout", umount_timeout, "seconds to wait for the unmount");
+  umount->callback([&] { rc = Umount(src, umount_timeout); });
 
   auto* df = app.add_subcommand("df", "space per OST\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");

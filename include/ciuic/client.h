@@ -146,6 +146,44 @@ struct OstStatus {
   std::string state;  // "up", "down", "full", "readonly"
 };
 
+// Identity of a file (Decision 1): the FID. `seq` is also its inode number (root is 1).
+struct FileId {
+  uint64_t seq = 0;
+  uint32_t mds = 0;
+  uint32_t ver = 0;
+  bool operator==(const FileId&) const = default;
+};
+inline FileId IdOf(const FileStat& s) {
+  return FileId{s.ino, s.fid_mds, s.fid_ver};
+}
+
+// Attribute changes for Client::SetAttrAt; fields apply when their flag is set.
+struct SetAttrRequest {
+  bool set_mode = false;
+  uint32_t mode = 0;  // permission bits (07777)
+  bool set_uid = false;
+  uint32_t uid = 0;
+  bool set_gid = false;
+  uint32_t gid = 0;
+  bool set_size = false;  // truncate (regular files only)
+  uint64_t size = 0;
+  // tv_nsec may be UTIME_NOW; UTIME_OMIT (the default) leaves the time unchanged.
+  struct timespec atime = {0, UTIME_OMIT};
+  struct timespec mtime = {0, UTIME_OMIT};
+};
+
+// Makes the MDS requests this thread sends through any Client act for another user (uid, gid,
+// supplementary groups) until the scope ends: permission checks and owners of new files use it.
+// Used by servers such as the FUSE daemon that act for many users. Data IO is not affected.
+// Not nestable across threads: it applies only to the constructing thread.
+class ScopedCaller {
+ public:
+  ScopedCaller(uint32_t uid, uint32_t gid, std::vector<uint32_t> groups = {});
+  ~ScopedCaller();
+  ScopedCaller(const ScopedCaller&) = delete;
+  ScopedCaller& operator=(const ScopedCaller&) = delete;
+};
+
 // Completion of an async IO: bytes transferred or the error.
 using IoCallback = std::function<void(Result<size_t>)>;
 
@@ -294,6 +332,62 @@ class Client {
 
   virtual const std::string& cluster_uuid() const = 0;
   virtual const ClientOptions& options() const = 0;
+
+  // Operations by file identity rather than path (what an inode-based server such as the FUSE
+  // daemon needs: a rename never invalidates a FileId). Each is one MDS round trip unless noted;
+  // errors are those of the path-based twin above, with kStale or kNotFound for an id whose file
+  // is gone. `name` is one path component (no '/', at most 255 bytes).
+  virtual FileId RootId() const = 0;
+  // Looks `name` up in directory `parent` (does not follow a final symlink).
+  virtual Result<FileStat> LookupAt(const FileId& parent, const std::string& name) = 0;
+  // Attributes of the file; the size includes unflushed writes of Files open in this Client.
+  virtual Result<FileStat> GetAttrAt(const FileId& id) = 0;
+  // Applies `req` (a size change truncates as File::Truncate does) and returns the new attributes.
+  virtual Result<FileStat> SetAttrAt(const FileId& id, const SetAttrRequest& req) = 0;
+  // Opens an existing regular file with open(2) flags (O_TRUNC applies); `attr` (optional) gets
+  // its attributes as opened.
+  virtual Result<std::unique_ptr<File>> OpenAt(const FileId& id, int flags, FileStat* attr) = 0;
+  // Creates (or, without O_EXCL, opens) regular file `name` in `parent` and opens it with
+  // `flags`; `attr` (optional) gets its attributes.
+  virtual Result<std::unique_ptr<File>> CreateAt(
+      const FileId& parent, const std::string& name, int flags, uint32_t mode, FileStat* attr) = 0;
+  virtual Result<FileStat> MkdirAt(const FileId& parent,
+                                   const std::string& name,
+                                   uint32_t mode) = 0;
+  // `mode` includes the file type (S_IFREG, S_IFIFO, S_IFCHR, S_IFBLK, S_IFSOCK).
+  virtual Result<FileStat> MknodAt(const FileId& parent,
+                                   const std::string& name,
+                                   uint32_t mode,
+                                   uint64_t rdev) = 0;
+  virtual Result<FileStat> SymlinkAt(const std::string& target,
+                                     const FileId& parent,
+                                     const std::string& name) = 0;
+  virtual Result<FileStat> LinkAt(const FileId& id,
+                                  const FileId& new_parent,
+                                  const std::string& new_name) = 0;
+  virtual Result<std::string> ReadlinkAt(const FileId& id) = 0;
+  virtual Status UnlinkAt(const FileId& parent, const std::string& name) = 0;
+  virtual Status RmdirAt(const FileId& parent, const std::string& name) = 0;
+  virtual Status RenameAt(const FileId& parent,
+                          const std::string& name,
+                          const FileId& new_parent,
+                          const std::string& new_name,
+                          unsigned flags) = 0;
+  // One page of directory `dir`, as ReadDirPage, except that "." (cookie 1) and ".." (cookie 2)
+  // come first (from cookie 0) as the MDS sends them.
+  virtual Result<DirPage> ReadDirAt(const FileId& dir,
+                                    uint64_t cookie,
+                                    uint32_t max_entries,
+                                    bool plus) = 0;
+  virtual Status SetXattrAt(const FileId& id,
+                            const std::string& name,
+                            const std::string& value,
+                            int flags) = 0;
+  virtual Result<std::string> GetXattrAt(const FileId& id, const std::string& name) = 0;
+  virtual Result<std::vector<std::string>> ListXattrAt(const FileId& id) = 0;
+  virtual Status RemoveXattrAt(const FileId& id, const std::string& name) = 0;
+  virtual Result<FileLayout> GetLayoutAt(const FileId& id) = 0;
+  virtual Status SetLayoutAt(const FileId& id, const FileLayout& layout) = 0;
 };
 
 }  // namespace ciuic

@@ -25,7 +25,41 @@ std::string DefaultClientName() {
   return fmt::format("{}:{}", host, ::getpid());
 }
 
+// The identity ScopedCaller set on this thread.
+struct CallerOverride {
+  bool active = false;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;
+};
+
+CallerOverride& CurrentCaller() {
+  thread_local CallerOverride caller;
+  return caller;
+}
+
 }  // namespace
+}  // namespace ciuic::client
+
+namespace ciuic {
+
+ScopedCaller::ScopedCaller(uint32_t uid, uint32_t gid, std::vector<uint32_t> groups) {
+  client::CallerOverride& c = client::CurrentCaller();
+  c.active = true;
+  c.uid = uid;
+  c.gid = gid;
+  c.groups = std::move(groups);
+}
+
+ScopedCaller::~ScopedCaller() {
+  client::CallerOverride& c = client::CurrentCaller();
+  c.active = false;
+  c.groups.clear();
+}
+
+}  // namespace ciuic
+
+namespace ciuic::client {
 
 int64_t ClientCore::BackoffMs(int attempt) {
   thread_local std::minstd_rand rng(std::random_device{}());
@@ -208,10 +242,11 @@ Status ClientCore::MdsCall(net::MsgType type,
   if (ctx != nullptr) {
     ctx->set_session_id(session_id_.load());
     ctx->set_seq(mutation ? ++seq_ : 0);
-    ctx->set_uid(options_.uid);
-    ctx->set_gid(options_.gid);
+    const CallerOverride& who = CurrentCaller();
+    ctx->set_uid(who.active ? who.uid : options_.uid);
+    ctx->set_gid(who.active ? who.gid : options_.gid);
     ctx->clear_groups();
-    for (uint32_t g : options_.groups)
+    for (uint32_t g : who.active ? who.groups : options_.groups)
       ctx->add_groups(g);
   }
   if (mutation)

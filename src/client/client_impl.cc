@@ -164,6 +164,17 @@ Result<std::unique_ptr<File>> ClientImpl::Open(const std::string& path,
     layout = resp.layout();
     open_id = resp.open_id();
   }
+  return FinishOpen(norm, flags, attr, layout, open_id, punches, options);
+}
+
+Result<std::unique_ptr<File>> ClientImpl::FinishOpen(
+    const std::string& norm,
+    int flags,
+    pb::Attr attr,
+    pb::Layout layout,
+    uint64_t open_id,
+    google::protobuf::RepeatedPtrField<pb::OstTask> punches,
+    const OpenOptions& options) {
   const uint32_t type = attr.mode() & S_IFMT;
   Status bad;
   if (type == S_IFDIR) {

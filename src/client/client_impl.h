@@ -56,6 +56,50 @@ class ClientImpl : public Client {
   Status SetLayout(const std::string& path, const FileLayout& layout) override;
   Result<StatFs> Statfs() override;
   Result<std::vector<OstStatus>> OstMap() override;
+
+  // By-FID operations (fid_ops.cc).
+  FileId RootId() const override;
+  Result<FileStat> LookupAt(const FileId& parent, const std::string& name) override;
+  Result<FileStat> GetAttrAt(const FileId& id) override;
+  Result<FileStat> SetAttrAt(const FileId& id, const SetAttrRequest& req) override;
+  Result<std::unique_ptr<File>> OpenAt(const FileId& id, int flags, FileStat* attr) override;
+  Result<std::unique_ptr<File>> CreateAt(const FileId& parent,
+                                         const std::string& name,
+                                         int flags,
+                                         uint32_t mode,
+                                         FileStat* attr) override;
+  Result<FileStat> MkdirAt(const FileId& parent, const std::string& name, uint32_t mode) override;
+  Result<FileStat> MknodAt(const FileId& parent,
+                           const std::string& name,
+                           uint32_t mode,
+                           uint64_t rdev) override;
+  Result<FileStat> SymlinkAt(const std::string& target,
+                             const FileId& parent,
+                             const std::string& name) override;
+  Result<FileStat> LinkAt(const FileId& id,
+                          const FileId& new_parent,
+                          const std::string& new_name) override;
+  Result<std::string> ReadlinkAt(const FileId& id) override;
+  Status UnlinkAt(const FileId& parent, const std::string& name) override;
+  Status RmdirAt(const FileId& parent, const std::string& name) override;
+  Status RenameAt(const FileId& parent,
+                  const std::string& name,
+                  const FileId& new_parent,
+                  const std::string& new_name,
+                  unsigned flags) override;
+  Result<DirPage> ReadDirAt(const FileId& dir,
+                            uint64_t cookie,
+                            uint32_t max_entries,
+                            bool plus) override;
+  Status SetXattrAt(const FileId& id,
+                    const std::string& name,
+                    const std::string& value,
+                    int flags) override;
+  Result<std::string> GetXattrAt(const FileId& id, const std::string& name) override;
+  Result<std::vector<std::string>> ListXattrAt(const FileId& id) override;
+  Status RemoveXattrAt(const FileId& id, const std::string& name) override;
+  Result<FileLayout> GetLayoutAt(const FileId& id) override;
+  Status SetLayoutAt(const FileId& id, const FileLayout& layout) override;
   const std::string& cluster_uuid() const override { return core_->cluster_uuid(); }
   const ClientOptions& options() const override { return core_->options(); }
 
@@ -72,6 +116,17 @@ class ClientImpl : public Client {
   // FID of `path` (following a final symlink when `follow`).
   Result<Fid> FidOf(const std::string& path, bool follow, pb::ResolvePathResp* resp = nullptr);
   Status SetAttr(const std::string& path, pb::SetAttrReq* req);
+  // Checks the type of what the MDS resolved, opens it by FID if the resolve did not, applies
+  // O_TRUNC punches and builds the File. `norm` names the file in messages.
+  Result<std::unique_ptr<File>> FinishOpen(const std::string& norm,
+                                           int flags,
+                                           pb::Attr attr,
+                                           pb::Layout layout,
+                                           uint64_t open_id,
+                                           google::protobuf::RepeatedPtrField<pb::OstTask> punches,
+                                           const OpenOptions& options);
+  // Attributes with the size of this client's unflushed writes.
+  FileStat WithLocalSize(FileStat s);
   Result<FileStat> StatImpl(const std::string& path, bool follow);
 
   std::shared_ptr<ClientCore> core_;

@@ -1,0 +1,177 @@
+// Integration test of the client's by-FID operations (Client::*At) and ScopedCaller on a
+// MiniCluster: what the FUSE daemon builds on.
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "ciuic/client.h"
+#include "testing/mini_cluster.h"
+
+namespace ciuic::testing {
+namespace {
+
+class FidOpsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto c = MiniCluster::Start({.num_oss = 1, .osts_per_oss = 1, .mds_in_memory = true});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    cluster_ = std::move(*c);
+    ClientOptions o;
+    o.uid = 0;
+    o.gid = 0;
+    auto cl = cluster_->NewClient(o);
+    ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+    client_ = std::move(*cl);
+    root_ = client_->RootId();
+  }
+  void TearDown() override {
+    client_.reset();
+    cluster_.reset();
+  }
+
+  std::unique_ptr<MiniCluster> cluster_;
+  std::unique_ptr<Client> client_;
+  FileId root_;
+};
+
+TEST_F(FidOpsTest, IdsSurviveRenamesOfTheirDirectories) {
+  auto d = client_->MkdirAt(root_, "d", 0755);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  FileStat attr;
+  auto f = client_->CreateAt(IdOf(*d), "f", O_CREAT | O_WRONLY, 0640, &attr);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE((*f)->Pwrite("hello", 5, 0).ok());
+  // The size of unflushed writes shows through GetAttrAt.
+  auto mid = client_->GetAttrAt(IdOf(attr));
+  ASSERT_TRUE(mid.ok());
+  EXPECT_EQ(mid->size, 5u);
+  ASSERT_TRUE((*f)->Close().ok());
+  ASSERT_TRUE(client_->RenameAt(root_, "d", root_, "e", 0).ok());
+  auto looked = client_->LookupAt(IdOf(*d), "f");  // the directory's id still works
+  ASSERT_TRUE(looked.ok()) << looked.status().ToString();
+  EXPECT_EQ(looked->ino, attr.ino);
+  EXPECT_EQ(looked->mode, S_IFREG | 0640u);
+  auto r = client_->OpenAt(IdOf(*looked), O_RDONLY, nullptr);
+  ASSERT_TRUE(r.ok());
+  char buf[16] = {};
+  auto n = (*r)->Pread(buf, sizeof(buf), 0);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(std::string(buf, *n), "hello");
+  ASSERT_TRUE((*r)->Close().ok());
+  EXPECT_EQ(client_->Stat("/e/f")->ino, attr.ino);
+}
+
+TEST_F(FidOpsTest, ReadDirAtListsDotsThenEntries) {
+  auto d = client_->MkdirAt(root_, "dir", 0755);
+  ASSERT_TRUE(d.ok());
+  std::set<std::string> want = {".", ".."};
+  for (int i = 0; i < 50; ++i) {
+    const std::string name = "n" + std::to_string(i);
+    ASSERT_TRUE(client_->MknodAt(IdOf(*d), name, S_IFREG | 0644, 0).ok());
+    want.insert(name);
+  }
+  std::set<std::string> got;
+  uint64_t cookie = 0;
+  for (int pages = 0; pages < 100; ++pages) {
+    auto page = client_->ReadDirAt(IdOf(*d), cookie, 7, false);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const auto& e : page->entries)
+      EXPECT_TRUE(got.insert(e.name).second) << e.name;
+    cookie = page->next_cookie;
+    if (page->eof)
+      break;
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(FidOpsTest, NamespaceOperationsAndErrors) {
+  auto d = client_->MkdirAt(root_, "ns", 0777);
+  ASSERT_TRUE(d.ok());
+  const FileId dir = IdOf(*d);
+  EXPECT_EQ(client_->LookupAt(dir, "missing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_->MkdirAt(dir, "a/b", 0755).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->MkdirAt(dir, std::string(256, 'x'), 0755).status().code(),
+            StatusCode::kNameTooLong);
+  ASSERT_TRUE(client_->MkdirAt(dir, std::string(255, 'x'), 0755).ok());
+  auto s = client_->SymlinkAt("target/path", dir, "sym");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*client_->ReadlinkAt(IdOf(*s)), "target/path");
+  auto f = client_->MknodAt(dir, "file", S_IFREG | 0600, 0);
+  ASSERT_TRUE(f.ok());
+  auto l = client_->LinkAt(IdOf(*f), dir, "hard");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->nlink, 2u);
+  EXPECT_EQ(client_->RmdirAt(dir, "file").code(), StatusCode::kNotADirectory);
+  EXPECT_EQ(client_->RmdirAt(root_, "ns").code(), StatusCode::kNotEmpty);
+  ASSERT_TRUE(client_->SetXattrAt(IdOf(*f), "user.k", "v", 0).ok());
+  EXPECT_EQ(*client_->GetXattrAt(IdOf(*f), "user.k"), "v");
+  EXPECT_EQ(client_->ListXattrAt(IdOf(*f))->size(), 1u);
+  ASSERT_TRUE(client_->RemoveXattrAt(IdOf(*f), "user.k").ok());
+  EXPECT_EQ(client_->GetXattrAt(IdOf(*f), "user.k").status().code(), StatusCode::kNotFound);
+  SetAttrRequest req;
+  req.set_mode = true;
+  req.mode = 0604;
+  req.mtime = {1234567890, 987654321};
+  auto a = client_->SetAttrAt(IdOf(*f), req);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->mode & 07777, 0604u);
+  EXPECT_EQ(a->mtime_sec, 1234567890);
+  EXPECT_EQ(a->mtime_nsec, 987654321u);
+  ASSERT_TRUE(client_->UnlinkAt(dir, "hard").ok());
+  EXPECT_EQ(client_->GetAttrAt(IdOf(*f))->nlink, 1u);
+}
+
+TEST_F(FidOpsTest, TruncateByIdAndUnlinkWhileOpen) {
+  FileStat attr;
+  auto f = client_->CreateAt(root_, "t", O_CREAT | O_RDWR, 0644, &attr);
+  ASSERT_TRUE(f.ok());
+  const std::string data(100000, 'z');
+  ASSERT_TRUE((*f)->Pwrite(data.data(), data.size(), 0).ok());
+  SetAttrRequest req;
+  req.set_size = true;
+  req.size = 10;
+  auto a = client_->SetAttrAt(IdOf(attr), req);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->size, 10u);
+  ASSERT_TRUE(client_->UnlinkAt(root_, "t").ok());
+  char buf[64];
+  auto n = (*f)->Pread(buf, sizeof(buf), 0);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(std::string(buf, *n), std::string(10, 'z'));
+  ASSERT_TRUE((*f)->Close().ok());
+  EXPECT_FALSE(client_->GetAttrAt(IdOf(attr)).ok());
+}
+
+TEST_F(FidOpsTest, ScopedCallerOwnsNewFilesAndIsChecked) {
+  auto d = client_->MkdirAt(root_, "home", 0755);
+  ASSERT_TRUE(d.ok());
+  {
+    ScopedCaller who(1234, 5678);
+    // 0755 root directory: user 1234 may not create in it.
+    EXPECT_EQ(client_->MknodAt(IdOf(*d), "x", S_IFREG | 0644, 0).status().code(),
+              StatusCode::kPermissionDenied);
+  }
+  SetAttrRequest open_up;
+  open_up.set_mode = true;
+  open_up.mode = 0777;
+  ASSERT_TRUE(client_->SetAttrAt(IdOf(*d), open_up).ok());
+  {
+    ScopedCaller who(1234, 5678);
+    auto f = client_->MknodAt(IdOf(*d), "x", S_IFREG | 0644, 0);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->uid, 1234u);
+    EXPECT_EQ(f->gid, 5678u);
+  }
+  // Out of the scope the client's own identity (root) is back.
+  auto g = client_->MknodAt(IdOf(*d), "y", S_IFREG | 0644, 0);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->uid, 0u);
+}
+
+}  // namespace
+}  // namespace ciuic::testing
