@@ -26,6 +26,7 @@ class _Dataset:
     """
 
     keep_sources_open = True
+    opener_threads = 2  # shards: opens are rare and reads async, two issuers suffice
 
     def __init__(self, client):
         self.client = client
@@ -86,6 +87,7 @@ class DirectoryDataset(_Dataset):
     """
 
     keep_sources_open = False
+    opener_threads = 8  # one blocking MDS open per sample: several in flight
 
     def __init__(self, client, root, extensions=None):
         super().__init__(client)
@@ -271,7 +273,7 @@ class CiuicDataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, collate_fn=None,
                  drop_last=False, pin_memory=False, transform=None, target_transform=None,
                  seed=0, locality_window=0, prefetch_bytes=256 << 20, rank=None,
-                 world_size=None, io_depth=64, prefetch_factor=2, opener_threads=8,
+                 world_size=None, io_depth=64, prefetch_factor=2, opener_threads=None,
                  multiprocessing_context="fork", prefetch=None, context=None):
         if not isinstance(dataset, _Dataset):
             raise TypeError("CiuicDataLoader takes a ciuic DirectoryDataset or ShardDataset")
@@ -295,7 +297,7 @@ class CiuicDataLoader:
         self.locality_window = locality_window
         self.prefetch_bytes = int(prefetch_bytes)
         self.io_depth = io_depth
-        self.opener_threads = opener_threads
+        self.opener_threads = opener_threads or dataset.opener_threads
         self.prefetch_factor = max(1, prefetch_factor)
         self.mp_context = multiprocessing_context
         self.context = context  # ciuic.init_context(): its .prefetch batches raise the budget
