@@ -45,9 +45,8 @@ def drop_caches(notes):
 
 def make_state(torch, total_bytes):
     """Transformer-shaped weights (~1/3 of the bytes) and Adam state (~2/3)."""
-    d = 1024
+    d, vocab = (1024, 32000) if total_bytes >= 2**30 else (256, 4000)
     layer = 12 * d * d + 4 * d  # qkv 3d*d, out d*d, mlp 4d*d + d*4d, 2 norms
-    vocab = 32000
     weights_target = total_bytes // 3 // 4
     layers = max(1, (weights_target - vocab * d) // layer)
     g = torch.Generator().manual_seed(0)
@@ -118,7 +117,8 @@ def main():
         weights = state["model"]
         wbytes = nbytes(weights)
         osts = len(client.ost_map()) if hasattr(client, "ost_map") else 0
-        notes.append(f"state dict: {gib:.2f} GiB fp32 ({layers} layers of d=1024 + embedding; "
+        d = state["model"]["embed.weight"].shape[1]
+        notes.append(f"state dict: {gib:.2f} GiB fp32 ({layers} layers of d={d} + embedding; "
                      f"weights {wbytes / 2**30:.2f} GiB, Adam state the rest)"
                      + (f"; cluster with {osts} OSTs" if osts else ""))
         try:

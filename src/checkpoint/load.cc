@@ -153,7 +153,7 @@ Status Load(Client& client,
         }
       }
       if (!b)
-        b = std::make_unique<char[]>(m.chunk_bytes);
+        b = std::make_unique_for_overwrite<char[]>(m.chunk_bytes);
       staging = std::shared_ptr<char[]>(b.release(), [&pool_mu, &pool](char* p) {
         std::lock_guard<std::mutex> lock(pool_mu);
         pool.emplace_back(p);

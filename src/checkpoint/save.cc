@@ -69,18 +69,21 @@ Status CheckOptions(const SaveOptions& o) {
   return Status::OK();
 }
 
-// Pool of conversion buffers (one per write in flight).
+// Pool of conversion buffers, allocated on first use (a save without conversion needs none) and
+// not zeroed (they are always overwritten).
 class BufferPool {
  public:
-  BufferPool(size_t count, size_t bytes) {
-    for (size_t i = 0; i < count; ++i)
-      free_.push_back(std::make_unique<uint16_t[]>(bytes / 2));
-  }
+  explicit BufferPool(size_t bytes) : values_(bytes / 2) {}
   std::unique_ptr<uint16_t[]> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto b = std::move(free_.back());
-    free_.pop_back();
-    return b;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        auto b = std::move(free_.back());
+        free_.pop_back();
+        return b;
+      }
+    }
+    return std::make_unique_for_overwrite<uint16_t[]>(values_);
   }
   void Give(std::unique_ptr<uint16_t[]> b) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -88,6 +91,7 @@ class BufferPool {
   }
 
  private:
+  size_t values_;
   std::mutex mu_;
   std::vector<std::unique_ptr<uint16_t[]>> free_;
 };
@@ -122,7 +126,7 @@ Result<size_t> WriteConverted(
     File& file, uint64_t offset, const float* src, size_t count, HalfKind kind, int threads) {
   constexpr size_t kValues = size_t{1} << 20;  // 2 MiB written per chunk
   constexpr int kDepth = 4;
-  BufferPool pool(kDepth, kValues * 2);
+  BufferPool pool(kValues * 2);
   Inflight inflight(kDepth);
   for (size_t done = 0; done < count && !inflight.failed(); done += kValues) {
     const size_t n = std::min(kValues, count - done);
@@ -143,12 +147,17 @@ Result<size_t> WriteConverted(
   return count * 2;
 }
 
-Result<SaveStats> SaveShard(Client& client,
-                            const std::string& path_in,
-                            const std::string& save_id,
-                            int rank,
-                            const std::vector<TensorToSave>& tensors,
-                            const SaveOptions& o) {
+namespace {
+
+// Writes one rank's data file. With `part_out`, hands the part record to the caller (a single
+// writer commits it from memory); otherwise writes it durably for the committer.
+Result<SaveStats> SaveShardImpl(Client& client,
+                                const std::string& path_in,
+                                const std::string& save_id,
+                                int rank,
+                                const std::vector<TensorToSave>& tensors,
+                                const SaveOptions& o,
+                                Manifest* part_out) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string path = Trim(path_in);
   if (!ValidSaveId(save_id))
@@ -220,7 +229,7 @@ Result<SaveStats> SaveShard(Client& client,
                          client.Open(Join(path, data_name), O_CREAT | O_EXCL | O_WRONLY, 0644, oo));
 
   Inflight inflight(o.max_inflight);
-  BufferPool pool(static_cast<size_t>(std::max(o.max_inflight, 1)), o.chunk_bytes);
+  BufferPool pool(o.chunk_bytes);
   for (size_t i = 0; i < tensors.size() && !inflight.failed(); ++i) {
     const TensorToSave& t = tensors[i];
     ShardInfo& s = part.tensors[i].shards[0];
@@ -258,17 +267,23 @@ Result<SaveStats> SaveShard(Client& client,
     st = closed;
   if (!st.ok())
     return st.WithContext(fmt::format("checkpoint {} rank {}", path, rank));
-  CIUIC_RETURN_IF_ERROR(
-      WriteDurable(client, Join(path, PartFileName(save_id, rank)), EncodeManifest(part, rank)));
+  if (part_out != nullptr) {
+    *part_out = std::move(part);
+  } else {
+    CIUIC_RETURN_IF_ERROR(
+        WriteDurable(client, Join(path, PartFileName(save_id, rank)), EncodeManifest(part, rank)));
+  }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return stats;
 }
 
-Status Commit(Client& client,
-              const std::string& path_in,
-              const std::string& save_id,
-              int world_size,
-              const SaveOptions& o) {
+// Commits save `save_id`: the parts come from `memory_part` (world size 1) or from the part files.
+Status CommitImpl(Client& client,
+                  const std::string& path_in,
+                  const std::string& save_id,
+                  int world_size,
+                  const SaveOptions& o,
+                  Manifest* memory_part) {
   const std::string path = Trim(path_in);
   if (!ValidSaveId(save_id) || world_size < 1)
     return Status::InvalidArgument("bad save id or world size");
@@ -280,10 +295,15 @@ Status Commit(Client& client,
   std::map<std::string, size_t> index;
   for (int r = 0; r < world_size; ++r) {
     const std::string part_path = Join(path, PartFileName(save_id, r));
-    Result<std::string> text = client.ReadFile(part_path);
-    if (!text.ok())
-      return text.status().WithContext(fmt::format("commit of {}: part of rank {}", path, r));
-    CIUIC_ASSIGN_OR_RETURN(Manifest part, DecodeManifest(*text, part_path));
+    Manifest part;
+    if (memory_part != nullptr) {
+      part = std::move(*memory_part);
+    } else {
+      Result<std::string> text = client.ReadFile(part_path);
+      if (!text.ok())
+        return text.status().WithContext(fmt::format("commit of {}: part of rank {}", path, r));
+      CIUIC_ASSIGN_OR_RETURN(part, DecodeManifest(*text, part_path));
+    }
     if (part.save_id != save_id || part.chunk_bytes != m.chunk_bytes)
       return Status::InvalidArgument(
           fmt::format("{}: part disagrees on save id or chunk size", part_path));
@@ -342,6 +362,25 @@ Status Commit(Client& client,
   return Status::OK();
 }
 
+}  // namespace
+
+Result<SaveStats> SaveShard(Client& client,
+                            const std::string& path,
+                            const std::string& save_id,
+                            int rank,
+                            const std::vector<TensorToSave>& tensors,
+                            const SaveOptions& o) {
+  return SaveShardImpl(client, path, save_id, rank, tensors, o, nullptr);
+}
+
+Status Commit(Client& client,
+              const std::string& path,
+              const std::string& save_id,
+              int world_size,
+              const SaveOptions& o) {
+  return CommitImpl(client, path, save_id, world_size, o, nullptr);
+}
+
 Result<SaveStats> Save(Client& client,
                        const std::string& path,
                        const std::vector<TensorToSave>& tensors,
@@ -349,12 +388,13 @@ Result<SaveStats> Save(Client& client,
   const auto t0 = std::chrono::steady_clock::now();
   static thread_local std::mt19937_64 rng(std::random_device{}());
   const std::string save_id = fmt::format("{:016x}", rng());
-  Result<SaveStats> stats = SaveShard(client, path, save_id, 0, tensors, options);
+  Manifest part;
+  Result<SaveStats> stats = SaveShardImpl(client, path, save_id, 0, tensors, options, &part);
   if (!stats.ok()) {
     Abort(client, path, save_id).IgnoreError();  // best effort; the error matters more
     return stats;
   }
-  Status st = Commit(client, path, save_id, 1, options);
+  Status st = CommitImpl(client, path, save_id, 1, options, &part);
   if (!st.ok()) {
     Abort(client, path, save_id).IgnoreError();
     return st;
@@ -423,8 +463,19 @@ Result<std::vector<std::string>> ListIncomplete(Client& client, const std::strin
       continue;  // removed meanwhile, or not ours to read
     std::string committed_id;
     bool has_manifest = false;
-    for (const DirEntry& e : *entries)
+    bool has_part = false;
+    std::set<std::string> ids;
+    for (const DirEntry& e : *entries) {
       has_manifest |= e.name == kManifestName;
+      has_part |= e.name.rfind(".part-", 0) == 0;
+      const std::string id = SaveIdOfFile(e.name);
+      if (!id.empty())
+        ids.insert(id);
+    }
+    // A committed checkpoint with the files of one save and no part records is complete: no need
+    // to read its (possibly large) manifest.
+    if (has_manifest && ids.size() <= 1 && !has_part)
+      continue;
     if (has_manifest) {
       Result<std::string> text = client.ReadFile(Join(dir, kManifestName));
       if (!text.ok())
