@@ -184,6 +184,12 @@ Result<std::vector<std::string>> Report::WriteCharts(const std::string& dir) con
         "set terminal pngcairo size 900,560 noenhanced\nset output '{}/{}'\nset title '{}'\n"
         "set xlabel '{}'\nset ylabel '{}'\nset grid\nset key left top\n{}",
         dir, c.file, c.title, c.xlabel, c.ylabel, c.logy ? "set logscale y\n" : "");
+    if (!c.logy && !it->second.empty()) {  // counts on x: one tic per measured count
+      std::vector<std::string> tics;
+      for (const auto& [x, y] : it->second[0].second)
+        tics.push_back(fmt::format("{}", x));
+      script += fmt::format("set xtics ({})\n", fmt::join(tics, ", "));
+    }
     std::string plot = "plot ";
     std::string data;
     for (size_t i = 0; i < it->second.size(); ++i) {

@@ -1,5 +1,10 @@
 #include "bench/report.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "bench/external.h"
@@ -103,6 +108,31 @@ TEST(BenchReportTest, ResultsAboveThePhysicalLimitAreFlagged) {
   EXPECT_TRUE(r.Find("seq_write_fpp", "ciuic")->cache_inflated);  // loopback is its limit
   EXPECT_FALSE(r.Find("rand_read_4k", "local")->cache_inflated);
   EXPECT_NE(r.Find("seq_read_fpp", "local")->note.find("cache-inflated"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ciuic::bench
+
+namespace ciuic::bench {
+namespace {
+
+TEST(BenchReportTest, ChartsArePngFiles) {
+  if (::access("/usr/bin/gnuplot", X_OK) != 0)
+    GTEST_SKIP() << "gnuplot not installed";
+  Report r;
+  r.AddSeries("scaling_read", "ciuic", {{1, 0.024}, {2, 0.047}, {4, 0.093}});
+  r.AddSeries("lat_read_4k", "local", {{50, 120}, {99, 900}, {99.9, 3000}});
+  std::string dir = ::testing::TempDir() + "/bench-charts";
+  auto files = r.WriteCharts(dir);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  ASSERT_EQ(files->size(), 2u);
+  for (const auto& f : *files) {
+    std::ifstream in(f, std::ios::binary);
+    char magic[4] = {};
+    in.read(magic, 4);
+    EXPECT_EQ(std::string(magic + 1, 3), "PNG") << f;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
