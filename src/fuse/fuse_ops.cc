@@ -120,6 +120,15 @@ void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   std::string n(name);
   self->Meta(req, [self, req, p, n] {
     auto r = self->client().LookupAt(p, n);
+    if (!r.ok() && r.status().code() == StatusCode::kNotFound) {
+      // A negative entry, cached like a positive one for entry_timeout (a create through this
+      // mount replaces it at once; other mounts' creates are seen after the timeout).
+      fuse_entry_param e;
+      std::memset(&e, 0, sizeof(e));
+      e.entry_timeout = self->opts().entry_timeout_s;
+      fuse_reply_entry(req, &e);
+      return;
+    }
     ReplyEntryOrErr(self, req, r);
   });
 }
