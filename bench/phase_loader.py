@@ -299,3 +299,5 @@ if __name__ == "__main__":
         fail(str(e))
     except KeyboardInterrupt:
         fail("interrupted")
+    except Exception as e:  # noqa: BLE001  one line, not a traceback
+        fail(f"{type(e).__name__}: {e}")
