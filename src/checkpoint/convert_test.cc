@@ -1,5 +1,7 @@
 #include "checkpoint/convert.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
