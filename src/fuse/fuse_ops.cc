@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "common/logging.h"
 #include "fuse/fuse_impl.h"
 
@@ -502,10 +503,21 @@ void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fu
       used += need;
       return true;
     };
+    // Entries whose names share a hash share a cookie, and the MDS resumes after a whole
+    // cookie: never end a reply inside such a group (drop the group's start instead).
+    uint64_t last_cookie = 0;
+    size_t group_start = 0;
     for (const DirEntry& e : page->entries) {
       const uint64_t ino_no = e.ino == self->IdOf(FUSE_ROOT_ID).seq ? FUSE_ROOT_ID : e.ino;
-      if (!add(e.name, ino_no, e.type, e.cookie))
+      const size_t before = used;
+      if (e.cookie != last_cookie)
+        group_start = before;
+      if (!add(e.name, ino_no, e.type, e.cookie)) {
+        if (e.cookie == last_cookie && group_start > 0)
+          used = group_start;
         break;
+      }
+      last_cookie = e.cookie;
     }
     fuse_reply_buf(req, buf.data(), used);
   });
@@ -542,6 +554,42 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
   });
 }
 
+// Parses the value written to user.ciuic.layout: "count=N[,size=S]" (S like 1M; default 1 MiB),
+// one component over the whole file.
+Result<FileLayout> ParseLayoutXattr(std::string v) {
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\0' || v.back() == ' '))
+    v.pop_back();
+  uint64_t count = 0;
+  uint64_t stripe_size = 1 << 20;
+  size_t pos = 0;
+  while (pos < v.size()) {
+    size_t comma = v.find(',', pos);
+    if (comma == std::string::npos)
+      comma = v.size();
+    const std::string item = v.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      return Status::InvalidArgument("layout: want count=N[,size=S]");
+    const std::string key = item.substr(0, eq);
+    CIUIC_ASSIGN_OR_RETURN(uint64_t num, ParseSize(item.substr(eq + 1)));
+    if (key == "count") {
+      count = num;
+    } else if (key == "size") {
+      stripe_size = num;
+    } else {
+      return Status::InvalidArgument("layout: unknown key " + key);
+    }
+  }
+  if (count == 0 || count > 64 || stripe_size == 0 || stripe_size > (uint64_t{1} << 31))
+    return Status::InvalidArgument("layout: bad count or size");
+  FileLayout l;
+  l.pattern = 1;
+  l.components.push_back(LayoutComponent{
+      0, 0, kLayoutEof, static_cast<uint32_t>(stripe_size), static_cast<uint32_t>(count), {}});
+  return l;
+}
+
 // security.capability is asked for on every write (to drop file capabilities): answer it here.
 bool IsCapability(const std::string& name) {
   return name == "security.capability";
@@ -551,12 +599,23 @@ void OpSetxattr(
     fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   Impl* self = Self(req);
   std::string n(name);
-  if (IsCapability(n) || n == kLayoutXattr) {
-    fuse_reply_err(req, n == kLayoutXattr ? EPERM : EOPNOTSUPP);
+  if (IsCapability(n)) {
+    fuse_reply_err(req, EOPNOTSUPP);
     return;
   }
   const FileId id = self->IdOf(ino);
   std::string v(value, size);
+  if (n == kLayoutXattr) {
+    // Sets the layout of an empty file or a directory's default, as `ciuic setstripe`.
+    auto layout = ParseLayoutXattr(v);
+    if (!layout.ok())
+      return (void)fuse_reply_err(req, EINVAL);
+    FileLayout l = *layout;
+    self->Meta(req, [self, req, id, l] {
+      fuse_reply_err(req, self->client().SetLayoutAt(id, l).ToErrno());
+    });
+    return;
+  }
   self->Meta(req, [self, req, id, n, v, flags] {
     Status st = self->client().SetXattrAt(id, n, v, flags);
     if (st.code() == StatusCode::kNotFound && (flags & XATTR_REPLACE))

@@ -136,6 +136,23 @@ class PosixTest(unittest.TestCase):
         layout = os.getxattr(path, "user.ciuic.layout").decode()
         self.assertIn("comp", layout)
         self.assertNotIn("user.ciuic.layout", os.listxattr(path))
+        # Setting it is `ciuic setstripe` for an empty file (or a directory's default).
+        striped = os.path.join(M1, "striped")
+        open(striped, "wb").close()
+        os.setxattr(striped, "user.ciuic.layout", b"count=2,size=64K")
+        data = os.urandom(300000)
+        with open(striped, "r+b") as f:
+            f.write(data)
+        with open(os.path.join(M2, "striped"), "rb") as f:
+            self.assertEqual(f.read(), data)
+        layout = os.getxattr(striped, "user.ciuic.layout").decode()
+        self.assertIn(" 2 x 64", layout)
+        with self.assertRaises(OSError) as e:
+            os.setxattr(striped, "user.ciuic.layout", b"count=1")  # has data already
+        self.assertEqual(e.exception.errno, errno.EBUSY)
+        with self.assertRaises(OSError) as e:
+            os.setxattr(striped, "user.ciuic.layout", b"stripes=lots")
+        self.assertEqual(e.exception.errno, errno.EINVAL)
 
     def test_mmap_read_and_write(self):
         import mmap
