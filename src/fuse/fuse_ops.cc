@@ -103,6 +103,10 @@ void OpInit(void* userdata, struct fuse_conn_info* conn) {
   const uint32_t io = self->opts().max_io_bytes;
   conn->max_write = io;
   conn->max_read = io;  // must equal the -o max_read given to fuse_session_new
+  // Background requests (readahead, async direct IO) the kernel keeps in flight: the default
+  // 12 starves a queue depth of 32; replies come from async completions, so more cost nothing.
+  conn->max_background = 64;
+  conn->congestion_threshold = 48;
   conn->max_readahead = std::max<uint32_t>(conn->max_readahead, io);
   // Decision 9: the kernel must not own size and mtime.
   conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
