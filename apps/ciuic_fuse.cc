@@ -100,8 +100,12 @@ int main(int argc, char** argv) {
   app.add_option("mountpoint", mountpoint, "an existing empty directory")->required();
   app.add_flag("-f,--foreground", foreground, "stay in the foreground");
   app.add_flag("-d,--debug", debug, "trace FUSE requests to stderr (implies -f)");
+  bool allow_other = false;
   app.add_flag("--private", private_mount,
-               "only the mounting user may use the mount (no allow_other)");
+               "only the mounting user may use the mount (default for non-root users)");
+  app.add_flag("--allow-other", allow_other,
+               "let other users use the mount (default for root; other users need "
+               "user_allow_other in /etc/fuse.conf)");
   app.add_option("--attr-timeout", opts.attr_timeout_s, "seconds the kernel caches attributes");
   app.add_option("--entry-timeout", opts.entry_timeout_s, "seconds the kernel caches names");
   app.add_option("--meta-threads", opts.meta_threads, "threads for metadata requests")
@@ -111,7 +115,7 @@ int main(int argc, char** argv) {
   if (debug)
     foreground = true;
   opts.debug = debug;
-  opts.allow_other = !private_mount;
+  opts.allow_other = !private_mount && (allow_other || ::geteuid() == 0);
 
   std::error_code ec;
   fs::path mp = fs::absolute(mountpoint, ec);
