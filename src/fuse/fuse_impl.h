@@ -16,6 +16,10 @@
 
 namespace ciuic::fuse {
 
+// Parses a value written to the user.ciuic.layout xattr: "count=N[,size=S]" (S like 64K or 1M,
+// default 1 MiB): one component over the whole file. kInvalidArgument for anything else.
+Result<FileLayout> ParseLayoutXattr(std::string value);
+
 class FuseServer::Impl {
  public:
   Impl(std::unique_ptr<Client> client, FuseOptions options);

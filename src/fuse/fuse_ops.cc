@@ -558,42 +558,6 @@ void OpStatfs(fuse_req_t req, fuse_ino_t) {
   });
 }
 
-// Parses the value written to user.ciuic.layout: "count=N[,size=S]" (S like 1M; default 1 MiB),
-// one component over the whole file.
-Result<FileLayout> ParseLayoutXattr(std::string v) {
-  while (!v.empty() && (v.back() == '\n' || v.back() == '\0' || v.back() == ' '))
-    v.pop_back();
-  uint64_t count = 0;
-  uint64_t stripe_size = 1 << 20;
-  size_t pos = 0;
-  while (pos < v.size()) {
-    size_t comma = v.find(',', pos);
-    if (comma == std::string::npos)
-      comma = v.size();
-    const std::string item = v.substr(pos, comma - pos);
-    pos = comma + 1;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos)
-      return Status::InvalidArgument("layout: want count=N[,size=S]");
-    const std::string key = item.substr(0, eq);
-    CIUIC_ASSIGN_OR_RETURN(uint64_t num, ParseSize(item.substr(eq + 1)));
-    if (key == "count") {
-      count = num;
-    } else if (key == "size") {
-      stripe_size = num;
-    } else {
-      return Status::InvalidArgument("layout: unknown key " + key);
-    }
-  }
-  if (count == 0 || count > 64 || stripe_size == 0 || stripe_size > (uint64_t{1} << 31))
-    return Status::InvalidArgument("layout: bad count or size");
-  FileLayout l;
-  l.pattern = 1;
-  l.components.push_back(LayoutComponent{
-      0, 0, kLayoutEof, static_cast<uint32_t>(stripe_size), static_cast<uint32_t>(count), {}});
-  return l;
-}
-
 // security.capability is asked for on every write (to drop file capabilities): answer it here.
 bool IsCapability(const std::string& name) {
   return name == "security.capability";
@@ -698,6 +662,40 @@ void OpRemovexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
 }
 
 }  // namespace
+
+Result<FileLayout> ParseLayoutXattr(std::string v) {
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\0' || v.back() == ' '))
+    v.pop_back();
+  uint64_t count = 0;
+  uint64_t stripe_size = 1 << 20;
+  size_t pos = 0;
+  while (pos < v.size()) {
+    size_t comma = v.find(',', pos);
+    if (comma == std::string::npos)
+      comma = v.size();
+    const std::string item = v.substr(pos, comma - pos);
+    pos = comma + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      return Status::InvalidArgument("layout: want count=N[,size=S]");
+    const std::string key = item.substr(0, eq);
+    CIUIC_ASSIGN_OR_RETURN(uint64_t num, ParseSize(item.substr(eq + 1)));
+    if (key == "count") {
+      count = num;
+    } else if (key == "size") {
+      stripe_size = num;
+    } else {
+      return Status::InvalidArgument("layout: unknown key " + key);
+    }
+  }
+  if (count == 0 || count > 64 || stripe_size == 0 || stripe_size > (uint64_t{1} << 31))
+    return Status::InvalidArgument("layout: bad count or size");
+  FileLayout l;
+  l.pattern = 1;
+  l.components.push_back(LayoutComponent{
+      0, 0, kLayoutEof, static_cast<uint32_t>(stripe_size), static_cast<uint32_t>(count), {}});
+  return l;
+}
 
 void FuseServer::Impl::Meta(fuse_req_t req, std::function<void()> fn, bool as_caller) {
   if (!as_caller) {
