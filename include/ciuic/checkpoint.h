@@ -77,8 +77,11 @@ struct SaveOptions {
   // Free-form JSON object text stored in the manifest under "extra" (Python keeps non-tensor
   // leaves there). Empty: none.
   std::string extra_json;
-  bool update_latest = true;     // point <parent>/latest at this checkpoint after the commit
-  bool clean_incomplete = true;  // after the commit, remove incomplete siblings (ListIncomplete)
+  bool update_latest = true;  // point <parent>/latest at this checkpoint after the commit
+  // After the commit, remove incomplete siblings (ListIncomplete) whose files are older than
+  // `clean_min_age_s` (a younger one may be a save in progress, e.g. an async save).
+  bool clean_incomplete = true;
+  int clean_min_age_s = 600;
 };
 
 struct SaveStats {
@@ -158,8 +161,12 @@ Result<std::string> Latest(Client& client, const std::string& root);
 // Sub-directories of `root` that are incomplete checkpoints (no MANIFEST.json, but data or part
 // files of a save), and, per committed checkpoint, data files no manifest names. Full paths.
 Result<std::vector<std::string>> ListIncomplete(Client& client, const std::string& root);
-// Removes what ListIncomplete lists, except entries under `keep` (a checkpoint being saved).
-Status CleanIncomplete(Client& client, const std::string& root, const std::string& keep = "");
+// Removes what ListIncomplete lists, except entries under `keep` (a checkpoint being saved) and
+// entries whose newest file was modified less than `min_age_s` seconds ago.
+Status CleanIncomplete(Client& client,
+                       const std::string& root,
+                       const std::string& keep = "",
+                       int min_age_s = 0);
 
 // ---- load -------------------------------------------------------------------------------------
 

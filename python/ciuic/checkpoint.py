@@ -470,9 +470,11 @@ def list_incomplete(root, client=None):
     return _ciuic.checkpoint_list_incomplete(_client(client), root)
 
 
-def clean_incomplete(root, keep="", client=None):
-    """Remove what list_incomplete(root) lists (except under `keep`)."""
-    _ciuic.checkpoint_clean_incomplete(_client(client), root, keep)
+def clean_incomplete(root, keep="", client=None, min_age_s=0):
+    """Remove what list_incomplete(root) lists, except under `keep` and entries modified less
+    than `min_age_s` seconds ago (a save may be in progress there). save() already does this
+    after every commit with min_age_s=600."""
+    _ciuic.checkpoint_clean_incomplete(_client(client), root, keep, int(min_age_s))
 
 
 def _split(rows, rank, world):

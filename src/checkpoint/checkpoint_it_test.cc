@@ -215,6 +215,24 @@ TEST_F(CheckpointTest, UncommittedSaveLeavesPreviousCheckpointAndIsCleanedUp) {
   EXPECT_EQ(got, b);
 }
 
+TEST_F(CheckpointTest, CommitRefusesMissingDataAndAutoCleanSparesYoungSaves) {
+  const std::vector<float> a = RandomFloats(5000, 7);
+  // A save whose data file vanished before its commit is not committed.
+  ASSERT_TRUE(
+      SaveShard(*client_, "/ck5/gone", "g1", 0, {Spec("t", "float32", {5000}, a.data())}).ok());
+  ASSERT_TRUE(client_->Unlink("/ck5/gone/" + DataFileName("g1", 0)).ok());
+  Status st = Commit(*client_, "/ck5/gone", "g1", 1);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
+  EXPECT_EQ(ReadManifest(*client_, "/ck5/gone").status().code(), StatusCode::kNotFound);
+  // A save in progress in a sibling (young files) survives another save's automatic cleanup.
+  ASSERT_TRUE(
+      SaveShard(*client_, "/ck5/busy", "b1", 0, {Spec("t", "float32", {5000}, a.data())}).ok());
+  ASSERT_TRUE(Save(*client_, "/ck5/done", {Spec("t", "float32", {5000}, a.data())}).ok());
+  EXPECT_TRUE(client_->Stat("/ck5/busy/" + DataFileName("b1", 0)).ok());
+  ASSERT_TRUE(Commit(*client_, "/ck5/busy", "b1", 1).ok());
+  EXPECT_TRUE(ReadManifest(*client_, "/ck5/busy").ok());
+}
+
 TEST_F(CheckpointTest, WriteConvertedWritesHalves) {
   const std::vector<float> w = RandomFloats((1 << 20) * 3 + 17, 6);
   auto f = client_->Open("/raw.f16", O_CREAT | O_RDWR);

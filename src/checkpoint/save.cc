@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <random>
 #include <set>
@@ -335,6 +336,24 @@ Status CommitImpl(Client& client,
               [](const ShardInfo& a, const ShardInfo& b) { return a.offsets < b.offsets; });
   }
 
+  // Every data file must still be there and long enough (a concurrent cleanup, or an operator,
+  // may have removed an uncommitted save's files): never commit a manifest that cannot load.
+  std::map<std::string, uint64_t> file_ends;
+  for (const TensorInfo& t : m.tensors) {
+    for (const ShardInfo& s : t.shards) {
+      if (s.length > 0)  // an empty tensor's offset may lie past the end of the file
+        file_ends[s.file] = std::max(file_ends[s.file], s.offset + s.length);
+    }
+  }
+  for (const auto& [name, need] : file_ends) {
+    Result<FileStat> fs = client.Stat(Join(path, name));
+    if (!fs.ok())
+      return fs.status().WithContext(fmt::format("commit of {}: data file", path));
+    if (fs->size < need)
+      return Status::Corruption(
+          fmt::format("commit of {}: data file {} has {} of {} bytes", path, name, fs->size, need));
+  }
+
   // The commit point: temp manifest made durable, renamed over MANIFEST.json, rename made durable.
   const std::string tmp = Join(path, fmt::format(".{}.tmp-{}", kManifestName, save_id));
   CIUIC_RETURN_IF_ERROR(WriteDurable(client, tmp, EncodeManifest(m)));
@@ -358,7 +377,7 @@ Status CommitImpl(Client& client,
           .IgnoreError();  // best effort; ListIncomplete shows leftovers
   }
   if (o.clean_incomplete)
-    CleanIncomplete(client, parent, path).IgnoreError();  // best effort
+    CleanIncomplete(client, parent, path, o.clean_min_age_s).IgnoreError();  // best effort
   return Status::OK();
 }
 
@@ -502,7 +521,10 @@ Result<std::vector<std::string>> ListIncomplete(Client& client, const std::strin
   return out;
 }
 
-Status CleanIncomplete(Client& client, const std::string& root, const std::string& keep_in) {
+Status CleanIncomplete(Client& client,
+                       const std::string& root,
+                       const std::string& keep_in,
+                       int min_age_s) {
   const std::string keep = Trim(keep_in);
   CIUIC_ASSIGN_OR_RETURN(std::vector<std::string> list, ListIncomplete(client, root));
   Status first;
@@ -516,13 +538,25 @@ Status CleanIncomplete(Client& client, const std::string& root, const std::strin
     Result<FileStat> st = client.Lstat(p);
     if (!st.ok())
       continue;
+    const int64_t now = static_cast<int64_t>(::time(nullptr));
     if (!st->is_dir()) {
-      note(client.Unlink(p));
+      if (min_age_s <= 0 || now - st->mtime_sec >= min_age_s)
+        note(client.Unlink(p));
       continue;
     }
     Result<std::vector<DirEntry>> entries = client.ReadDir(p);
     if (!entries.ok())
       continue;
+    if (min_age_s > 0) {
+      int64_t newest = st->mtime_sec;
+      for (const DirEntry& e : *entries) {
+        Result<FileStat> fs = client.Lstat(Join(p, e.name));
+        if (fs.ok())
+          newest = std::max(newest, fs->mtime_sec);
+      }
+      if (now - newest < min_age_s)
+        continue;  // maybe a save in progress
+    }
     for (const DirEntry& e : *entries) {
       if (!SaveIdOfFile(e.name).empty() || e.name.rfind(".MANIFEST.json.tmp-", 0) == 0)
         note(client.Unlink(Join(p, e.name)));

@@ -55,6 +55,8 @@ ck::SaveOptions OptionsOf(const py::dict& d) {
     o.extra_json = d["extra_json"].cast<std::string>();
   if (d.contains("update_latest"))
     o.update_latest = d["update_latest"].cast<bool>();
+  if (d.contains("clean_min_age_s"))
+    o.clean_min_age_s = d["clean_min_age_s"].cast<int>();
   if (d.contains("clean_incomplete"))
     o.clean_incomplete = d["clean_incomplete"].cast<bool>();
   return o;
@@ -244,15 +246,15 @@ void RegisterCheckpoint(py::module_& m) {
       py::arg("client"), py::arg("root"));
   m.def(
       "checkpoint_clean_incomplete",
-      [](PyClient& c, const std::string& root, const std::string& keep) {
+      [](PyClient& c, const std::string& root, const std::string& keep, int min_age_s) {
         Status st;
         {
           py::gil_scoped_release nogil;
-          st = ck::CleanIncomplete(Cl(c), root, keep);
+          st = ck::CleanIncomplete(Cl(c), root, keep, min_age_s);
         }
         Check(st);
       },
-      py::arg("client"), py::arg("root"), py::arg("keep") = "");
+      py::arg("client"), py::arg("root"), py::arg("keep") = "", py::arg("min_age_s") = 0);
   m.def(
       "narrow_float32",
       [](py::object src, py::object dst, const std::string& to, int threads) {
