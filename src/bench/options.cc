@@ -103,6 +103,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       "ciuic-benchmark: ciuic side by side with a local directory, a FUSE mount and peer file "
       "systems, with the same method on every target.\n"
       "Example: ciuic-benchmark --quick   (starts a fresh local cluster in a temp dir)"};
+  app.name("ciuic-benchmark");
   app.add_option("--target", targets,
                  "target (repeatable): ciuic, fuse, local:DIR, path:DIR (any mounted file "
                  "system); default: local:<work dir> and ciuic");
