@@ -484,24 +484,48 @@ void OpOpendir(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
+// readdir and readdirplus. With `plus` every entry but "." and ".." carries its attributes and
+// counts as a lookup (the kernel will forget it).
+void Readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
   Impl* self = Self(req);
   const FileId id = self->IdOf(ino);
-  self->Meta(req, [self, req, id, size, off] {
+  self->Meta(req, [self, req, id, size, off, plus] {
     // The MDS sends "." (cookie 1) and ".." (cookie 2) first.
-    auto page = self->client().ReadDirAt(id, static_cast<uint64_t>(off),
-                                         std::min<uint32_t>(kReadDirBatch, size / 24 + 1), false);
+    auto page = self->client().ReadDirAt(
+        id, static_cast<uint64_t>(off),
+        std::min<uint32_t>(kReadDirBatch, static_cast<uint32_t>(size / (plus ? 160 : 24) + 1)),
+        plus);
     if (!page.ok())
       return ReplyErr(req, page.status());
     std::vector<char> buf(size);
     size_t used = 0;
-    struct stat st;
-    std::memset(&st, 0, sizeof(st));
-    auto add = [&](const std::string& name, uint64_t ino_no, uint32_t type, uint64_t cookie) {
-      st.st_ino = ino_no;
-      st.st_mode = type;
-      const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st,
-                                            static_cast<off_t>(cookie));
+    const uint64_t root_seq = self->IdOf(FUSE_ROOT_ID).seq;
+    // Adds one entry; false when it does not fit.
+    auto add = [&](const DirEntry& e) {
+      const uint64_t ino_no = e.ino == root_seq ? FUSE_ROOT_ID : e.ino;
+      const off_t next = static_cast<off_t>(e.cookie);
+      size_t need;
+      if (!plus) {
+        struct stat st;
+        std::memset(&st, 0, sizeof(st));
+        st.st_ino = ino_no;
+        st.st_mode = e.type;
+        need = fuse_add_direntry(req, buf.data() + used, size - used, e.name.c_str(), &st, next);
+      } else {
+        fuse_entry_param ep;
+        std::memset(&ep, 0, sizeof(ep));
+        const bool dot = e.name == "." || e.name == "..";
+        if (dot || !e.has_attr) {
+          ep.attr.st_ino = ino_no;  // ino 0: the kernel makes no dentry of it
+          ep.attr.st_mode = e.type;
+        } else {
+          ep = Entry(self, e.attr);
+        }
+        need =
+            fuse_add_direntry_plus(req, buf.data() + used, size - used, e.name.c_str(), &ep, next);
+        if (need <= size - used && ep.ino != 0)
+          self->Ref(e.attr);
+      }
       if (need > size - used)
         return false;
       used += need;
@@ -511,20 +535,36 @@ void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fu
     // cookie: never end a reply inside such a group (drop the group's start instead).
     uint64_t last_cookie = 0;
     size_t group_start = 0;
-    for (const DirEntry& e : page->entries) {
-      const uint64_t ino_no = e.ino == self->IdOf(FUSE_ROOT_ID).seq ? FUSE_ROOT_ID : e.ino;
-      const size_t before = used;
-      if (e.cookie != last_cookie)
-        group_start = before;
-      if (!add(e.name, ino_no, e.type, e.cookie)) {
-        if (e.cookie == last_cookie && group_start > 0)
+    size_t group_first = 0;  // index of the group's first entry
+    const auto& entries = page->entries;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const DirEntry& e = entries[k];
+      if (e.cookie != last_cookie) {
+        group_start = used;
+        group_first = k;
+      }
+      if (!add(e)) {
+        if (e.cookie == last_cookie && group_start > 0) {
           used = group_start;
+          for (size_t u = group_first; plus && u < k; ++u) {
+            if (entries[u].has_attr && entries[u].name != "." && entries[u].name != "..")
+              self->Forget(self->InoOf(entries[u].attr), 1);
+          }
+        }
         break;
       }
       last_cookie = e.cookie;
     }
     fuse_reply_buf(req, buf.data(), used);
   });
+}
+
+void OpReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
+  Readdir(req, ino, size, off, false);
+}
+
+void OpReaddirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info*) {
+  Readdir(req, ino, size, off, true);
 }
 
 void OpReleasedir(fuse_req_t req, fuse_ino_t, struct fuse_file_info*) {
@@ -746,6 +786,7 @@ fuse_lowlevel_ops FuseServer::Impl::Ops() {
   ops.fsync = OpFsync;
   ops.opendir = OpOpendir;
   ops.readdir = OpReaddir;
+  ops.readdirplus = OpReaddirplus;
   ops.releasedir = OpReleasedir;
   ops.fsyncdir = OpFsyncdir;
   ops.statfs = OpStatfs;
