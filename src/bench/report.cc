@@ -94,7 +94,7 @@ std::string Fmt(double v, const std::string& unit) {
     return fmt::format("{:.0f}%", v * 100);
   if (unit == "us")
     return v < 100 ? fmt::format("{:.1f}", v) : fmt::format("{:.0f}", v);
-  return fmt::format("{:.0f}", v);
+  return v < 100 ? fmt::format("{:.3g}", v) : fmt::format("{:.0f}", v);  // small values keep digits
 }
 
 }  // namespace
