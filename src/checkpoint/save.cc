@@ -70,30 +70,37 @@ Status CheckOptions(const SaveOptions& o) {
   return Status::OK();
 }
 
-// Pool of conversion buffers, allocated on first use (a save without conversion needs none) and
-// not zeroed (they are always overwritten).
+// Pool of at most `max` conversion buffers, allocated on first use (a save without conversion
+// needs none) and not zeroed (always overwritten). Few buffers on purpose: each new one costs
+// page faults, and 8 converted writes in flight keep every OST busy. Take blocks (caller thread)
+// until a buffer is free; Give never blocks (write completions call it).
 class BufferPool {
  public:
-  explicit BufferPool(size_t bytes) : values_(bytes / 2) {}
+  BufferPool(size_t bytes, size_t max) : values_(bytes / 2), max_(max < 1 ? 1 : max) {}
   std::unique_ptr<uint16_t[]> Take() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!free_.empty()) {
-        auto b = std::move(free_.back());
-        free_.pop_back();
-        return b;
-      }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !free_.empty() || made_ < max_; });
+    if (!free_.empty()) {
+      auto b = std::move(free_.back());
+      free_.pop_back();
+      return b;
     }
+    ++made_;
+    lock.unlock();
     return std::make_unique_for_overwrite<uint16_t[]>(values_);
   }
   void Give(std::unique_ptr<uint16_t[]> b) {
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back(std::move(b));
+    cv_.notify_one();
   }
 
  private:
   size_t values_;
+  size_t max_;
+  size_t made_ = 0;
   std::mutex mu_;
+  std::condition_variable cv_;
   std::vector<std::unique_ptr<uint16_t[]>> free_;
 };
 
@@ -127,7 +134,7 @@ Result<size_t> WriteConverted(
     File& file, uint64_t offset, const float* src, size_t count, HalfKind kind, int threads) {
   constexpr size_t kValues = size_t{1} << 20;  // 2 MiB written per chunk
   constexpr int kDepth = 4;
-  BufferPool pool(kValues * 2);
+  BufferPool pool(kValues * 2, kDepth);
   Inflight inflight(kDepth);
   for (size_t done = 0; done < count && !inflight.failed(); done += kValues) {
     const size_t n = std::min(kValues, count - done);
@@ -230,7 +237,7 @@ Result<SaveStats> SaveShardImpl(Client& client,
                          client.Open(Join(path, data_name), O_CREAT | O_EXCL | O_WRONLY, 0644, oo));
 
   Inflight inflight(o.max_inflight);
-  BufferPool pool(o.chunk_bytes);
+  BufferPool pool(o.chunk_bytes, 8);
   for (size_t i = 0; i < tensors.size() && !inflight.failed(); ++i) {
     const TensorToSave& t = tensors[i];
     ShardInfo& s = part.tensors[i].shards[0];
