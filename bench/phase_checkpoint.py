@@ -9,6 +9,7 @@ per layer qkv/out/mlp weights and norms) plus Adam optimizer state (exp_avg, exp
 in full mode (about 64 MiB with --quick), then measures, each fsynced:
   torch.save to DIR (+ fsync)              | ciuic.checkpoint.save             (GiB/s of fp32 input)
   torch.load from DIR (caches dropped)     | ciuic.checkpoint.load             (GiB/s)
+                                           | ciuic.checkpoint.load(out=state)  (in place)
   weights only, no conversion vs bf16 conversion (save time, bytes written)
   async save: time the caller is blocked   | in-memory copy of the same tensors (s)
   fp32 -> fp16 conversion, one thread: ciuic kernel vs torch's .to(float16) (GiB/s of input)
@@ -155,8 +156,14 @@ def main():
         del loaded
         if not ok:
             fail("loaded checkpoint differs from the saved state dict")
+        drop_caches(notes)
+        t0 = time.perf_counter()
+        ckpt.load(remote + "/full", client=client, out=state)  # the resume case: in place
+        t_cinto = time.perf_counter() - t0
         result("save, fp32 state dict (fsynced)", "ciuic (checkpoint.save)", gib / t_csave, "GiB/s")
         result("load, fp32 state dict", "ciuic (checkpoint.load)", gib / t_cload, "GiB/s")
+        result("load into the existing state dict (out=, no allocation)", "ciuic (checkpoint.load)",
+               gib / t_cinto, "GiB/s")
         notes.append(f"save speedup vs torch.save: {t_tsave / t_csave:.2f}x; load speedup vs "
                      f"torch.load: {t_tload / t_cload:.2f}x")
         result("bytes written, full state dict, no conversion", "ciuic", st["bytes_written"],

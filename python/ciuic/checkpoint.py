@@ -483,13 +483,45 @@ def _split(rows, rank, world):
     return begin, begin + base + (1 if rank < extra else 0)
 
 
+def _leaves(x, path, out):
+    """Tensor leaves of a nested structure by checkpoint tensor name."""
+    if _is_tensor(x):
+        out.setdefault("/".join(path) if path else "_", x)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            _leaves(v, path + [_name_part(k)], out)
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            _leaves(v, path + [str(i)], out)
+    return out
+
+
+def _fits(x, out_dtype, shape):
+    """A writable contiguous numpy view of `x` if it can receive a tensor in place, else None."""
+    if isinstance(x, np.ndarray):
+        ok = ("np:" + x.dtype.name == out_dtype and list(x.shape) == shape
+              and x.flags.c_contiguous and x.flags.writeable)
+        return x if ok else None
+    ok = (str(x.dtype).replace("torch.", "") == out_dtype and list(x.shape) == shape
+          and x.device.type == "cpu" and x.is_contiguous() and not x.requires_grad)
+    if not ok:
+        return None
+    torch = _torch()
+    if out_dtype in _NUMPY_SAME_SIZE:
+        return x.view(getattr(torch, _NUMPY_SAME_SIZE[out_dtype])).numpy()
+    return x.numpy()
+
+
 def load(path, map_location=None, keys=None, client=None, upcast=False, shard=None,
-         allow_pickle=False):
+         allow_pickle=False, out=None):
     """Load checkpoint `path` (or the one `path/latest` names) as the nested structure it was
     saved from. keys: tensor-name prefixes to load ("model", "optim/state/0"); None: all.
     upcast: return float16/bfloat16-stored tensors as float32. shard=(rank, world): Dim0Shard
     tensors come back as this rank's even split along dimension 0 (other world sizes welcome);
-    otherwise whole. map_location: device for the tensors (default: cpu)."""
+    otherwise whole. map_location: device for the tensors (default: cpu). out: a nested structure
+    (e.g. the state dict being resumed) whose tensors of the same name, shape and dtype
+    (contiguous, on the CPU, not requiring grad) receive the data in place and are returned;
+    saves allocating and page-faulting new memory."""
     cl = _client(client)
     m = _ciuic.checkpoint_manifest(cl, path)
     extra = json.loads(m.extra_json) if m.extra_json else None
@@ -507,6 +539,7 @@ def load(path, map_location=None, keys=None, client=None, upcast=False, shard=No
                        or not name for k in prefixes)
     wanted = {}
     requests = []
+    out_map = _leaves(out, [], {}) if out is not None else {}
     for info in m.tensors():
         name = info["name"]
         if select is not None and not select(tuple(name.split("/"))):
@@ -524,7 +557,12 @@ def load(path, map_location=None, keys=None, client=None, upcast=False, shard=No
         if shard is not None and node.get("dim0") and shape:
             begin, end = _split(shape[0], shard[0], shard[1])
             shape[0] = end - begin
-        obj, view = _empty(out_dtype, shape, node.get("numpy"))
+        target = out_map.get(name)
+        view = _fits(target, out_dtype, shape) if target is not None else None
+        if view is not None:
+            obj = target
+        else:
+            obj, view = _empty(out_dtype, shape, node.get("numpy"))
         flat_view = view.reshape(-1).view(np.uint8) if view.size else view.view(np.uint8)
         requests.append((name, flat_view, begin, end, out_dtype.endswith("float32")
                          and stored != "float32"))

@@ -88,6 +88,18 @@ def test_round_trip_of_nested_state_dict(client, cluster_dir):
     assert ckpt.latest(cluster_dir, client=client) == "ck"
 
 
+def test_load_into_existing_tensors(client, cluster_dir):
+    state = {"w": torch.randn(100, 10), "b": torch.randn(10), "n": np.arange(5.0), "step": 4}
+    ckpt.save(state, cluster_dir + "/o", client=client)
+    dest = {"w": torch.zeros(100, 10), "b": torch.zeros(3), "n": np.zeros(5)}
+    w_before = dest["w"]
+    got = ckpt.load(cluster_dir + "/o", client=client, out=dest)
+    assert got["w"] is w_before and torch.equal(w_before, state["w"])  # filled in place
+    assert torch.equal(got["b"], state["b"]) and dest["b"].shape == (3,)  # shape differs: new
+    assert got["n"] is dest["n"] and np.array_equal(dest["n"], state["n"])
+    assert got["step"] == 4
+
+
 def test_leaves_json_cannot_hold_need_allow_pickle(client, cluster_dir):
     from fractions import Fraction
     with pytest.raises(TypeError, match="allow_pickle"):
