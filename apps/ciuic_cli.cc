@@ -27,6 +27,7 @@
 #include "common/config.h"
 #include "common/fid.h"
 #include "mount_cmd.h"
+#include "mount_path.h"
 #include "pack_cmd.h"
 
 namespace ciuic::cli {
@@ -87,6 +88,27 @@ Result<std::string> RemotePath(std::string p) {
   while (p.size() > 1 && p.back() == '/')
     p.pop_back();
   return p;
+}
+
+// A path argument of setstripe/getstripe: a cluster path, or a local path inside a ciuic FUSE
+// mount (then the mount's object, checked to be the same inode on the cluster we talk to).
+Result<std::string> ClusterPathArg(Client& c, const std::string& raw) {
+  if (raw.rfind("ciuic:", 0) != 0) {
+    if (auto m = ResolveMountedPath(raw)) {
+      struct stat lst;
+      if (m->cluster_path != "/" && ::lstat(raw.c_str(), &lst) == 0) {
+        auto st = c.Lstat(m->cluster_path);
+        if (!st.ok() || st->ino != lst.st_ino) {
+          return Status::InvalidArgument(fmt::format(
+              "'{}' is inside the ciuic mount at {}, which is not the cluster named by the "
+              "cluster file: pass --cluster",
+              raw, m->mountpoint));
+        }
+      }
+      return m->cluster_path;
+    }
+  }
+  return RemotePath(raw);
 }
 
 std::string Join(const std::string& dir, const std::string& name) {
@@ -776,9 +798,6 @@ int CmdSetstripe(const std::string& raw,
                  int count,
                  const std::string& size_s,
                  const std::string& comps) {
-  auto p = RemotePath(raw);
-  if (!p.ok())
-    return Fail(p.status());
   uint32_t stripe_size = kDefaultStripeSize;
   if (!size_s.empty()) {
     auto s = ParseSize(size_s);
@@ -806,6 +825,9 @@ int CmdSetstripe(const std::string& raw,
   auto c = Connect();
   if (!c.ok())
     return Fail(c.status());
+  auto p = ClusterPathArg(**c, raw);
+  if (!p.ok())
+    return Fail(p.status());
   auto st = (*c)->Stat(*p);
   if (!st.ok() && st.status().code() == StatusCode::kNotFound) {
     OpenOptions oo;
@@ -828,7 +850,7 @@ int CmdGetstripe(const std::vector<std::string>& paths) {
     return Fail(c.status());
   int rc = 0;
   for (const auto& raw : paths) {
-    auto p = RemotePath(raw);
+    auto p = ClusterPathArg(**c, raw);
     if (!p.ok()) {
       rc = Fail(p.status());
       continue;
@@ -1013,7 +1035,7 @@ int Main(int argc, char** argv) {
                          "set the layout of a new/empty file or a directory's default\n"
                          "Examples: ciuic setstripe -c 4 -S 1M /ckpt\n"
                          "          ciuic setstripe --components 64M:1,1G:4,EOF:8 /data/big.bin");
-  setstripe->add_option("path", src, "cluster path")->required();
+  setstripe->add_option("path", src, "cluster path, or a path inside a ciuic mount")->required();
   setstripe->add_option("-c,--stripe-count", count, "stripes (OSTs) per component");
   setstripe->add_option("-S,--stripe-size", size_s, "stripe size, e.g. 1M (default 1 MiB)");
   setstripe->add_option("--components", comps, "PFL components END:COUNT,... (END may be EOF)");
@@ -1022,7 +1044,7 @@ int Main(int argc, char** argv) {
   auto* getstripe = app.add_subcommand(
       "getstripe",
       "show layouts: components, OSTs and objects\nExample: ciuic getstripe /data/big.bin");
-  getstripe->add_option("paths", paths, "cluster paths")->required();
+  getstripe->add_option("paths", paths, "cluster paths, or paths inside a ciuic mount")->required();
   getstripe->callback([&] { rc = CmdGetstripe(paths); });
 
   uint64_t pack_shard_mib = 64;
