@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -21,8 +22,14 @@ Result<FileHandle> DiskIoEngine::Open(const std::string& path, int flags, mode_t
   do {
     fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0)
-    return Status::FromErrno(errno, "open " + path);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EMFILE || err == ENFILE) {
+      // Out of descriptors is transient (callers close some and retry), not an IO error.
+      return Status::Unavailable(fmt::format("open {}: {}", path, std::strerror(err)));
+    }
+    return Status::FromErrno(err, "open " + path);
+  }
   return fd;
 }
 

@@ -56,7 +56,8 @@ class IoEngine {
   virtual const char* name() const = 0;
 
   // Opens `path` with open(2) `flags` (O_DIRECT is honored where supported). kNotFound if absent
-  // and O_CREAT not given.
+  // and O_CREAT not given; kUnavailable when the process or the system is out of file
+  // descriptors (EMFILE/ENFILE: retryable once handles are closed).
   virtual Result<FileHandle> Open(const std::string& path, int flags, mode_t mode = 0644) = 0;
   virtual Status Close(FileHandle fh) = 0;
 

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -346,6 +347,41 @@ TEST(IoEngineFactoryTest, ParsesKindsAndBuildsAnEngine) {
     EXPECT_EQ(uring.status().code(), StatusCode::kNotSupported);
     EXPECT_STREQ((*any)->name(), "posix");
   }
+}
+
+// Out of descriptors is kUnavailable (retryable), not an IO error.
+TEST(DiskIoEngineTest, EmfileIsUnavailable) {
+  auto e = NewDiskIoEngine(IoEngineKind::kPosix);
+  ASSERT_TRUE(e.ok());
+  char tmpl[] = "/tmp/ciuic-emfile-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  struct rlimit old;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  size_t open_now = 0;
+  for ([[maybe_unused]] const auto& d : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++open_now;
+  struct rlimit low = old;
+  low.rlim_cur = open_now + 8;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<FileHandle> fhs;
+  Status last;
+  for (int i = 0; i < 64; ++i) {
+    auto fh = (*e)->Open(dir + "/f" + std::to_string(i), O_RDWR | O_CREAT);
+    if (!fh.ok()) {
+      last = fh.status();
+      break;
+    }
+    fhs.push_back(*fh);
+  }
+  for (FileHandle fh : fhs)
+    EXPECT_TRUE((*e)->Close(fh).ok());
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  EXPECT_LT(fhs.size(), 64u);
+  EXPECT_EQ(last.code(), StatusCode::kUnavailable) << last.ToString();
+  EXPECT_NE(last.message().find("Too many open files"), std::string::npos) << last.ToString();
 }
 
 }  // namespace

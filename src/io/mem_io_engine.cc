@@ -111,6 +111,8 @@ Result<FileHandle> MemIoEngine::Open(const std::string& raw_path, int flags, mod
   CIUIC_RETURN_IF_ERROR(CIUIC_FAULT("io.open"));
   std::string path = Normalize(raw_path);
   std::lock_guard<std::mutex> lock(mu_);
+  if (max_handles_ != 0 && handles_.size() >= max_handles_)
+    return Status::Unavailable("open " + path + ": Too many open files");
   if (!IsDirLocked(Parent(path)))
     return Status::NotFound("open " + path + ": no parent directory");
   auto it = live_.find(path);
@@ -133,6 +135,16 @@ Result<FileHandle> MemIoEngine::Open(const std::string& raw_path, int flags, mod
   FileHandle fh = next_fh_++;
   handles_[fh] = Handle{std::move(inode), flags};
   return fh;
+}
+
+size_t MemIoEngine::OpenHandles() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return handles_.size();
+}
+
+void MemIoEngine::SetMaxOpenHandles(size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  max_handles_ = n;
 }
 
 Status MemIoEngine::Close(FileHandle fh) {

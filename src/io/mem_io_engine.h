@@ -59,6 +59,11 @@ class MemIoEngine : public IoEngine {
   void SetCapacity(uint64_t bytes);
   // Bytes of file data currently stored (volatile view).
   uint64_t UsedBytes() const;
+  // Handles open now (like counting /proc/self/fd).
+  size_t OpenHandles() const;
+  // Limits the handles open at once; beyond it Open fails like EMFILE (kUnavailable). 0 (the
+  // default) means no limit.
+  void SetMaxOpenHandles(size_t n);
 
  private:
   struct Inode;
@@ -87,6 +92,7 @@ class MemIoEngine : public IoEngine {
   FileHandle next_fh_ = 3;                              // guarded by mu_
   uint64_t capacity_ = 0;                               // guarded by mu_
   uint64_t used_ = 0;                                   // guarded by mu_
+  size_t max_handles_ = 0;                              // guarded by mu_
   ThreadPool pool_;
 };
 

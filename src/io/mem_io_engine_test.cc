@@ -139,5 +139,22 @@ TEST_F(MemIoEngineTest, CapacityLimitGivesNoSpaceAndKeepsOldData) {
   EXPECT_EQ(e_.UsedBytes(), 0u);
 }
 
+TEST_F(MemIoEngineTest, HandleLimitFailsOpensLikeEmfile) {
+  EXPECT_EQ(e_.OpenHandles(), 0u);
+  FileHandle a = Create("/d/a");
+  EXPECT_EQ(e_.OpenHandles(), 1u);
+  e_.SetMaxOpenHandles(1);
+  auto b = e_.Open("/d/b", O_RDWR | O_CREAT);
+  ASSERT_EQ(b.status().code(), StatusCode::kUnavailable) << b.status().ToString();
+  EXPECT_NE(b.status().message().find("Too many open files"), std::string::npos);
+  EXPECT_FALSE(e_.StatPath("/d/b").ok());  // nothing created
+  ASSERT_TRUE(e_.Close(a).ok());
+  EXPECT_EQ(e_.OpenHandles(), 0u);
+  b = e_.Open("/d/b", O_RDWR | O_CREAT);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(e_.Close(*b).ok());
+  e_.SetMaxOpenHandles(0);
+}
+
 }  // namespace
 }  // namespace ciuic::io

@@ -64,6 +64,7 @@ Status OssServer::Start() {
     o.cluster_uuid = options_.cluster_uuid;
     o.engine = engine_;
     o.blocking_pool = pool_.get();
+    o.max_cached_objects = options_.max_open_objects_per_ost;
     CIUIC_ASSIGN_OR_RETURN(osts_[index], OstStore::Open(std::move(o)));
   }
   LOG_INFO("serving {} OST(s) with the {} IO engine", osts_.size(), engine_->name());

@@ -53,6 +53,8 @@ class OssServer {
     io::IoEngine* test_engine = nullptr;
     // Bytes of request and reply data in flight before requests get kUnavailable.
     uint64_t max_inflight_bytes = uint64_t{256} << 20;
+    // Open objects kept per OST (two fds each), see OstStore::Options::max_cached_objects.
+    size_t max_open_objects_per_ost = 4096;
   };
 
   explicit OssServer(Options options);

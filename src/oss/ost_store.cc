@@ -84,6 +84,8 @@ Result<std::unique_ptr<OstStore>> OstStore::Open(Options options) {
     return Status::InvalidArgument("OstStore needs a directory");
   if (options.cluster_uuid.empty())
     return Status::InvalidArgument("OstStore needs a cluster uuid");
+  if (options.max_cached_objects == 0)
+    return Status::InvalidArgument("OstStore needs max_cached_objects >= 1");
   std::unique_ptr<OstStore> store(new OstStore(std::move(options)));
   Status st = store->OpenImpl();
   if (!st.ok()) {
@@ -247,6 +249,7 @@ Status OstStore::Close() {
     own_pool_->Stop();
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
+    lru_.clear();
     cache_.clear();
   }
   dirty_log_.reset();
@@ -306,7 +309,15 @@ size_t OstStore::TEST_CachedObjects() {
 OstStore::ObjectRef OstStore::CachedObject(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(cache_mu_);
   auto it = cache_.find(id);
-  return it == cache_.end() ? nullptr : it->second;
+  if (it == cache_.end())
+    return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second->lru_pos);  // most recently used
+  return it->second;
+}
+
+void OstStore::CacheInsertLocked(const ObjectRef& obj, bool recent) {
+  obj->lru_pos = lru_.insert(recent ? lru_.begin() : lru_.end(), obj.get());
+  cache_[obj->id] = obj;
 }
 
 void OstStore::GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb) {
@@ -327,8 +338,10 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
   const std::string data_path = ObjectPath(id);
   const std::string crc_path = data_path + std::string(kCrcSuffix);
   const int data_flags = O_RDWR | (direct_io_ ? O_DIRECT : 0);
+  // Every handle opened below belongs to `obj` as soon as it is open, so an error return
+  // closes it (Object's destructor).
   auto obj = std::make_shared<Object>(engine_, id);
-  Result<io::FileHandle> data_fh = engine_->Open(data_path, data_flags);
+  Result<io::FileHandle> data_fh = OpenObjectFile(data_path, data_flags);
   if (!data_fh.ok() && data_fh.status().code() != StatusCode::kNotFound) {
     return OstError(data_fh.status(), &id, "open");
   }
@@ -341,7 +354,7 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
     }
     // The checksum file first, so a data file never exists without one (recovery drops a
     // checksum file whose data file is missing).
-    Result<io::FileHandle> crc_fh = engine_->Open(crc_path, O_RDWR | O_CREAT | O_TRUNC);
+    Result<io::FileHandle> crc_fh = OpenObjectFile(crc_path, O_RDWR | O_CREAT | O_TRUNC);
     if (!crc_fh.ok())
       return OstError(crc_fh.status(), &id, "create checksum file");
     obj->crc_fh = *crc_fh;
@@ -349,14 +362,14 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
       std::lock_guard<std::mutex> lock(obj->mu);
       CIUIC_RETURN_IF_ERROR(OstError(WriteHeaderLocked(obj.get(), 0), &id, "create"));
     }
-    data_fh = engine_->Open(data_path, data_flags | O_CREAT);
+    data_fh = OpenObjectFile(data_path, data_flags | O_CREAT);
     if (!data_fh.ok())
       return OstError(data_fh.status(), &id, "create");
     obj->data_fh = *data_fh;
     obj->created_unsynced = true;
   } else {
     obj->data_fh = *data_fh;
-    Result<io::FileHandle> crc_fh = engine_->Open(crc_path, O_RDWR);
+    Result<io::FileHandle> crc_fh = OpenObjectFile(crc_path, O_RDWR);
     if (!crc_fh.ok()) {
       if (crc_fh.status().code() == StatusCode::kNotFound) {
         return Status::Corruption(fmt::format("OST {} object {}: checksum file is missing",
@@ -378,26 +391,82 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
     obj->crc_pages_on_disk =
         st.size > kCrcHeaderSize ? (st.size - kCrcHeaderSize + kCrcPageSize - 1) / kCrcPageSize : 0;
   }
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  cache_[id] = obj;
-  EvictIdleLocked();
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    CacheInsertLocked(obj, true);
+  }
+  const size_t cap = options_.max_cached_objects;
+  // Hysteresis: once over the cap, close down to 7/8 of it, so clean objects go in batches.
+  // Unsynced ones cost a sync each (batched into one directory sync), at most 64 per load.
+  EvictObjects(cap, cap - cap / 8, 64);  // returns at once while within the cap
   return ObjectRef(obj);
 }
 
-void OstStore::EvictIdleLocked() {
-  if (cache_.size() <= options_.max_cached_objects)
-    return;
-  size_t target = options_.max_cached_objects - options_.max_cached_objects / 8;
-  for (auto it = cache_.begin(); it != cache_.end() && cache_.size() > target;) {
-    Object* obj = it->second.get();
-    bool idle = false;
-    if (it->second.use_count() == 1 && obj->mu.try_lock()) {
-      idle = obj->marked_regions.empty() && !obj->created_unsynced && !obj->excl_held &&
-             obj->writes_in_epoch[0] == 0 && obj->writes_in_epoch[1] == 0;
+void OstStore::EvictObjects(size_t trigger, size_t keep, size_t max_dirty) {
+  std::vector<ObjectRef> clean;
+  std::vector<ObjectRef> dirty;
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (cache_.size() <= trigger || cache_.size() <= keep)
+      return;
+    const size_t excess = cache_.size() - keep;
+    // Oldest first. An object is idle when only the cache holds it (new references are taken
+    // under cache_mu_, so none can appear while we hold it) and no write or exclusive section
+    // is pending.
+    auto it = lru_.end();
+    while (it != lru_.begin() && clean.size() + dirty.size() < excess) {
+      --it;
+      Object* obj = *it;
+      auto cit = cache_.find(obj->id);
+      if (cit->second.use_count() != 1 || !obj->mu.try_lock())
+        continue;
+      const bool busy =
+          obj->excl_held || obj->writes_in_epoch[0] != 0 || obj->writes_in_epoch[1] != 0;
+      const bool unsynced = !obj->marked_regions.empty() || obj->created_unsynced;
       obj->mu.unlock();
+      if (busy || (unsynced && dirty.size() >= max_dirty))
+        continue;
+      (unsynced ? dirty : clean).push_back(std::move(cit->second));
+      cache_.erase(cit);
+      it = lru_.erase(it);
     }
-    it = idle ? cache_.erase(it) : std::next(it);
   }
+  evictions_ += clean.size();
+  clean.clear();  // closes their files, outside cache_mu_
+  if (dirty.empty())
+    return;
+  // Out of the cache but still open: make them durable (data, checksums, directory entry,
+  // clean records) before closing, as a client sync would. SyncAsync waits on load_mu_ for
+  // objects it does not find, so it never answers before this sync is done.
+  Status st = SyncObjects(dirty);
+  if (!st.ok()) {
+    LOG_WARN("OST {}: keeping {} unsynced objects open: {}", options_.index, dirty.size(),
+             st.ToString());
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    for (ObjectRef& obj : dirty) {
+      if (cache_.count(obj->id) == 0)
+        CacheInsertLocked(obj, false);
+    }
+    return;
+  }
+  evictions_ += dirty.size();
+  dirty_evictions_ += dirty.size();
+}
+
+Result<io::FileHandle> OstStore::OpenObjectFile(const std::string& path, int flags) {
+  Result<io::FileHandle> fh = engine_->Open(path, flags);
+  if (fh.ok() || fh.status().code() != StatusCode::kUnavailable)
+    return fh;
+  const size_t cached = TEST_CachedObjects();
+  LOG_WARN("OST {}: {} with {} objects open; closing idle ones and retrying", options_.index,
+           fh.status().ToString(), cached);
+  EvictObjects(0, cached / 2, cached);
+  fh = engine_->Open(path, flags);
+  if (fh.ok() || fh.status().code() != StatusCode::kUnavailable)
+    return fh;
+  return Status::Unavailable(
+      fmt::format("OST {}: out of file descriptors ({} objects still open): {}; retry",
+                  options_.index, TEST_CachedObjects(), fh.status().message()));
 }
 
 // ---------------------------------------------------------------------------------------------

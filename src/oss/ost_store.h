@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -70,7 +71,10 @@ class OstStore {
     std::string cluster_uuid;
     io::IoEngine* engine = nullptr;       // not owned; must outlive the store
     ThreadPool* blocking_pool = nullptr;  // not owned; null: the store makes its own
-    size_t max_cached_objects = 4096;     // open objects kept (two fds each); a soft cap
+    // Open objects kept (two fds each). Beyond it the least recently used idle objects are
+    // closed, unsynced ones after syncing them; only objects with operations in flight can
+    // exceed it. Must be at least 1.
+    size_t max_cached_objects = 4096;
   };
 
   // Opens (formatting on first use) the OST at `options.dir`, locks it, and recovers from an
@@ -130,6 +134,9 @@ class OstStore {
   // Makes the next Close() behave like a crash: no sync, no clean-shutdown marker.
   void TEST_SkipCleanShutdown() { skip_clean_shutdown_ = true; }
   size_t TEST_CachedObjects();
+  // Objects closed by the cache so far, and how many of them had to be synced first.
+  uint64_t TEST_Evictions() const { return evictions_.load(); }
+  uint64_t TEST_DirtyEvictions() const { return dirty_evictions_.load(); }
 
  private:
   struct Object;
@@ -152,7 +159,16 @@ class OstStore {
   void GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb);
   Result<ObjectRef> LoadObject(const ObjectId& id, bool create);
   ObjectRef CachedObject(const ObjectId& id);
-  void EvictIdleLocked();
+  void CacheInsertLocked(const ObjectRef& obj, bool recent);
+  // When more than `trigger` objects are cached, closes least recently used idle ones until at
+  // most `keep` stay, syncing at most `max_dirty` unsynced ones first (an object whose sync
+  // fails stays cached). Caller holds load_mu_, so no load reopens an object while it is being
+  // synced and closed.
+  void EvictObjects(size_t trigger, size_t keep, size_t max_dirty);
+  // engine_->Open for object files; caller holds load_mu_. Out of descriptors (EMFILE/ENFILE,
+  // kUnavailable from the engine): evicts half the cache and tries once more; if that fails
+  // too, kUnavailable "out of file descriptors ... retry".
+  Result<io::FileHandle> OpenObjectFile(const std::string& path, int flags);
   // Loads the slot pages covering blocks [first, end) of `obj`; `done` runs when they are in.
   void EnsurePagesAsync(const ObjectRef& obj,
                         uint64_t first,
@@ -199,7 +215,11 @@ class OstStore {
 
   std::mutex cache_mu_;
   std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> cache_;  // guarded by cache_mu_
-  std::mutex load_mu_;  // serializes object loads (open/create/tombstone checks)
+  std::list<Object*> lru_;  // cache_'s objects, most recently used first; guarded by cache_mu_
+  // Serializes object loads (open/create/tombstone checks) and evictions of unsynced objects.
+  std::mutex load_mu_;
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> dirty_evictions_{0};
 
   // Operations in flight, counted without a lock on the hot path; Close waits on ops_cv_.
   std::mutex ops_mu_;

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -57,6 +58,9 @@ struct OstStore::Object {
   std::deque<std::function<void()>> excl_waiters;
 
   std::mutex sync_mu;  // serializes syncs of this object
+
+  // Its place in the store's LRU list while cached (guarded by OstStore::cache_mu_).
+  std::list<Object*>::iterator lru_pos;
 
   // Stored slot `s` of `block`; 0 when its page is not loaded (callers load first; pages past
   // the end are dropped by punch and read as 0, i.e. zero blocks).

@@ -37,10 +37,23 @@ void OstStore::SyncAsync(std::vector<ObjectId> ids, StatusCallback cb) {
   auto task = std::make_shared<StatusCallback>(std::move(cb));
   bool queued = RunBlocking([this, ids = std::move(ids), task] {
     std::vector<ObjectRef> objs;
+    bool missing = false;
     for (const ObjectId& id : ids) {
-      // An object not in the cache has nothing unsynced: only clean objects are evicted.
-      if (ObjectRef obj = CachedObject(id))
+      if (ObjectRef obj = CachedObject(id)) {
         objs.push_back(std::move(obj));
+      } else {
+        missing = true;
+      }
+    }
+    if (missing) {
+      // An object not in the cache has nothing unsynced: unsynced objects are synced before
+      // they are evicted, under load_mu_, so waiting for it covers one being evicted now.
+      std::lock_guard<std::mutex> load_lock(load_mu_);
+      objs.clear();
+      for (const ObjectId& id : ids) {
+        if (ObjectRef obj = CachedObject(id))
+          objs.push_back(std::move(obj));
+      }
     }
     (*task)(SyncObjects(objs));
     EndOp();
@@ -267,7 +280,7 @@ Status OstStore::DestroyImpl(const ObjectId& id) {
     // Under load_mu_ no load can recreate the object between the tombstone and the removal.
     std::lock_guard<std::mutex> load_lock(load_mu_);
     Result<io::FileHandle> tomb =
-        engine_->Open(data_path + std::string(kTombstoneSuffix), O_RDWR | O_CREAT);
+        OpenObjectFile(data_path + std::string(kTombstoneSuffix), O_RDWR | O_CREAT);
     if (!tomb.ok())
       return OstError(tomb.status(), &id, "destroy");
     engine_->Close(*tomb).IgnoreError();  // empty file; its name is what counts
@@ -275,6 +288,7 @@ Status OstStore::DestroyImpl(const ObjectId& id) {
     auto it = cache_.find(id);
     if (it != cache_.end()) {
       obj = std::move(it->second);
+      lru_.erase(obj->lru_pos);
       cache_.erase(it);
     }
   }

@@ -407,6 +407,112 @@ TEST_F(OstStoreMemTest, CleanObjectsAreEvictedFromTheCache) {
   }
 }
 
+// The bug behind the 4,096-object cap: objects written but never synced (a client that closes
+// without fsync) were never evicted, so one OST held two fds per object it had ever seen.
+TEST_F(OstStoreMemTest, UnsyncedObjectsAreSyncedAndClosedBeyondTheCap) {
+  constexpr size_t kCap = 16;
+  constexpr int kObjects = 2000;
+  const size_t base = engine_.OpenHandles();
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.max_cached_objects = kCap;
+  auto s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const size_t opened = engine_.OpenHandles();  // stamp lock + dirty log
+  size_t peak = 0;
+  for (int i = 0; i < kObjects; ++i) {
+    ASSERT_TRUE((*s)->Write(Obj(1000 + i), 0, Pattern(100 + i % 50, i)).ok()) << i;
+    peak = std::max(peak, engine_.OpenHandles());
+  }
+  EXPECT_LE(peak, opened + 2 * kCap + 2);
+  EXPECT_LE((*s)->TEST_CachedObjects(), kCap);
+  EXPECT_GE((*s)->TEST_DirtyEvictions(), static_cast<uint64_t>(kObjects) - kCap);
+  // Evicted objects were made durable before they were closed.
+  (*s)->TEST_SkipCleanShutdown();
+  s->reset();
+  engine_.SimulatePowerLoss();
+  EXPECT_EQ(engine_.OpenHandles(), base);
+  auto again = OstStore::Open(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  peak = 0;
+  for (int i = 0; i < kObjects - static_cast<int>(kCap); ++i) {
+    auto len = 100 + i % 50;
+    ASSERT_EQ(ReadVerified(**again, Obj(1000 + i), 0, len), Pattern(len, i)) << i;
+    peak = std::max(peak, engine_.OpenHandles());
+  }
+  EXPECT_LE(peak, opened + 2 * kCap + 2);
+  EXPECT_LE((*again)->TEST_CachedObjects(), kCap);
+}
+
+TEST_F(OstStoreMemTest, DestroyedPunchedAndFailedObjectsCloseTheirHandles) {
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.max_cached_objects = 8;
+  const size_t base = engine_.OpenHandles();
+  {
+    auto s = OstStore::Open(o);
+    ASSERT_TRUE(s.ok());
+    const size_t opened = engine_.OpenHandles();
+    for (int i = 0; i < 40; ++i)
+      ASSERT_TRUE((*s)->Write(Obj(300 + i), 0, Pattern(5000, i)).ok());
+    for (int i = 0; i < 40; ++i)
+      ASSERT_TRUE((*s)->Punch(Obj(300 + i), 100).ok());
+    EXPECT_LE(engine_.OpenHandles(), opened + 2 * 8);
+    for (int i = 0; i < 40; ++i)
+      ASSERT_TRUE((*s)->Destroy(Obj(300 + i)).ok());
+    EXPECT_EQ(engine_.OpenHandles(), opened);
+    // A failed load (checksum file gone) closes the data file it opened.
+    ASSERT_TRUE((*s)->Write(Obj(400), 0, Pattern(10, 1)).ok());
+    ASSERT_TRUE((*s)->Sync({Obj(400)}).ok());
+  }
+  ASSERT_TRUE(engine_.Unlink("/ost/0/objects/" + Obj(400).FileName() + ".crc").ok());
+  auto s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok());
+  const size_t opened = engine_.OpenHandles();
+  Result<ReadResult> r = (*s)->Read(Obj(400), 0, 10);
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
+  EXPECT_EQ(engine_.OpenHandles(), opened);
+  s->reset();
+  EXPECT_EQ(engine_.OpenHandles(), base);
+}
+
+TEST_F(OstStoreMemTest, OutOfHandlesClosesIdleObjectsAndRetries) {
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.max_cached_objects = 1000;  // the cap never bites: only EMFILE makes room
+  auto s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok());
+  engine_.SetMaxOpenHandles(engine_.OpenHandles() + 20);
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE((*s)->Write(Obj(500 + i), 0, Pattern(300, i)).ok()) << i;
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(ReadVerified(**s, Obj(500 + i), 0, 300), Pattern(300, i)) << i;
+  EXPECT_GT((*s)->TEST_Evictions(), 0u);
+  engine_.SetMaxOpenHandles(0);
+  s->reset();
+  // Nothing to close: a clear, retryable error, and success once handles are free again.
+  s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok());
+  // Open objects' handles are closed at once; the rest of the table is full.
+  engine_.SetMaxOpenHandles(engine_.OpenHandles());
+  Result<uint64_t> w = (*s)->Write(Obj(700), 0, Pattern(10, 7));
+  ASSERT_EQ(w.status().code(), StatusCode::kUnavailable) << w.status().ToString();
+  EXPECT_NE(w.status().message().find("out of file descriptors"), std::string::npos)
+      << w.status().message();
+  Result<ReadResult> r = (*s)->Read(Obj(500), 0, 300);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  engine_.SetMaxOpenHandles(0);
+  ASSERT_TRUE((*s)->Write(Obj(700), 0, Pattern(10, 7)).ok());
+  EXPECT_EQ(ReadVerified(**s, Obj(700), 0, 10), Pattern(10, 7));
+  EXPECT_EQ(ReadVerified(**s, Obj(500), 0, 300), Pattern(300, 0));
+}
+
 // Real disk: a temp directory, the default disk engine.
 class OstStoreDiskTest : public ::testing::Test {
  protected:
@@ -433,6 +539,43 @@ class OstStoreDiskTest : public ::testing::Test {
   std::string dir_;
   std::unique_ptr<io::IoEngine> engine_;
 };
+
+size_t CountOpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
+
+// The reported case on a real disk: many small objects written (never synced) and read back
+// keep the process's descriptors within two per cached object.
+TEST_F(OstStoreDiskTest, ManyObjectsKeepTheProcessFdCountBounded) {
+  constexpr size_t kCap = 8;
+  constexpr int kObjects = 300;
+  const size_t base = CountOpenFds();
+  OstStore::Options o;
+  o.dir = dir_ + "/ost";
+  o.cluster_uuid = kUuid;
+  o.engine = engine_.get();
+  o.max_cached_objects = kCap;
+  auto s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const size_t limit = CountOpenFds() + 2 * kCap + 2;
+  size_t peak = 0;
+  for (int i = 0; i < kObjects; ++i) {
+    ASSERT_TRUE((*s)->Write(Obj(2000 + i), 0, Pattern(200, i)).ok()) << i;
+    if (i % 10 == 0)
+      peak = std::max(peak, CountOpenFds());
+  }
+  for (int i = 0; i < kObjects; ++i) {
+    ASSERT_EQ(ReadVerified(**s, Obj(2000 + i), 0, 200), Pattern(200, i)) << i;
+    if (i % 10 == 0)
+      peak = std::max(peak, CountOpenFds());
+  }
+  EXPECT_LE(peak, limit);
+  s->reset();
+  EXPECT_EQ(CountOpenFds(), base);
+}
 
 TEST_F(OstStoreDiskTest, FlippedByteOnDiskIsReportedAsCorruption) {
   ObjectId id = Obj(42, 3);
