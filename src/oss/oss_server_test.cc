@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -144,8 +145,9 @@ class OssServerTest : public ::testing::Test {
     o.heartbeat_ms = 20;
     return o;
   }
-  void StartServer() {
-    server_ = std::make_unique<OssServer>(ServerOptions());
+  void StartServer() { StartServer(ServerOptions()); }
+  void StartServer(OssServer::Options options) {
+    server_ = std::make_unique<OssServer>(std::move(options));
     Status st = server_->Start();
     ASSERT_TRUE(st.ok()) << st.ToString();
     net::ChannelOptions co;
@@ -214,6 +216,35 @@ class OssServerTest : public ::testing::Test {
 
 ObjectId Obj(uint64_t seq) {
   return ObjectId{Fid{seq, 0, 1}, 2, 3};
+}
+
+size_t CountOpenFds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
+
+// Objects written without a sync and read back over the wire: the server keeps at most its
+// per-OST cap of objects (two fds each) open.
+TEST_F(OssServerTest, UnsyncedObjectsDoNotPileUpOpenFiles) {
+  OssServer::Options o = ServerOptions();
+  o.max_open_objects_per_ost = 8;
+  StartServer(std::move(o));
+  const size_t limit = CountOpenFds() + 2 * 8 + 4;
+  size_t peak = 0;
+  for (uint64_t i = 0; i < 200; ++i) {
+    auto len = Write(5, Obj(100 + i), 0, Bytes(300, static_cast<uint32_t>(i)));
+    ASSERT_TRUE(len.ok()) << len.status().ToString();
+    peak = std::max(peak, CountOpenFds());
+  }
+  for (uint64_t i = 0; i < 200; ++i) {
+    auto got = Read(5, Obj(100 + i), 0, 300);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(*got, Bytes(300, static_cast<uint32_t>(i))) << i;
+    peak = std::max(peak, CountOpenFds());
+  }
+  EXPECT_LE(peak, limit);
 }
 
 TEST_F(OssServerTest, WriteReadStatSyncOverTheWire) {
