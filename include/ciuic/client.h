@@ -184,6 +184,17 @@ class ScopedCaller {
   ScopedCaller& operator=(const ScopedCaller&) = delete;
 };
 
+// Advisory locks (Client::LockAt): POSIX byte ranges (fcntl) or whole-file flock locks. The
+// two kinds never conflict with each other, as on Linux.
+enum class LockKind : uint32_t { kPosix = 1, kFlock = 2 };
+enum class LockType : uint32_t { kShared = 1, kExclusive = 2, kUnlock = 3 };
+struct LockRange {
+  LockType type = LockType::kShared;
+  uint64_t start = 0;
+  uint64_t end = UINT64_MAX;  // last byte, inclusive; UINT64_MAX: to end of file (and beyond)
+  uint32_t pid = 0;           // the locking process, reported to other clients' tests
+};
+
 // Completion of an async IO: bytes transferred or the error.
 using IoCallback = std::function<void(Result<size_t>)>;
 
@@ -388,6 +399,26 @@ class Client {
   virtual Status RemoveXattrAt(const FileId& id, const std::string& name) = 0;
   virtual Result<FileLayout> GetLayoutAt(const FileId& id) = 0;
   virtual Status SetLayoutAt(const FileId& id, const FileLayout& layout) = 0;
+
+  // Advisory locks, held by the MDS for this Client's session and coherent across every client
+  // of the cluster; released when the session closes or its lease expires (and lost when the
+  // MDS restarts). The owner is (this session, `owner`); a new lock of an owner replaces what
+  // it held in the range (POSIX: ranges split and merge; flock: the range is the whole file).
+  // Never waits: returns true when done, false when another owner holds a conflicting lock
+  // (described in *conflict when not null); callers that want to wait retry. kUnlock always
+  // succeeds. kStale when the session is gone.
+  virtual Result<bool> LockAt(const FileId& id,
+                              LockKind kind,
+                              uint64_t owner,
+                              const LockRange& want,
+                              LockRange* conflict) = 0;
+  // F_GETLK: true when `want` could be granted now (nothing changes), else false with the
+  // first conflicting lock in *conflict.
+  virtual Result<bool> TestLockAt(const FileId& id,
+                                  LockKind kind,
+                                  uint64_t owner,
+                                  const LockRange& want,
+                                  LockRange* conflict) = 0;
 };
 
 }  // namespace ciuic

@@ -100,6 +100,16 @@ class ClientImpl : public Client {
   Status RemoveXattrAt(const FileId& id, const std::string& name) override;
   Result<FileLayout> GetLayoutAt(const FileId& id) override;
   Status SetLayoutAt(const FileId& id, const FileLayout& layout) override;
+  Result<bool> LockAt(const FileId& id,
+                      LockKind kind,
+                      uint64_t owner,
+                      const LockRange& want,
+                      LockRange* conflict) override;
+  Result<bool> TestLockAt(const FileId& id,
+                          LockKind kind,
+                          uint64_t owner,
+                          const LockRange& want,
+                          LockRange* conflict) override;
   const std::string& cluster_uuid() const override { return core_->cluster_uuid(); }
   const ClientOptions& options() const override { return core_->options(); }
 

@@ -423,4 +423,78 @@ Status ClientImpl::SetLayoutAt(const FileId& id, const FileLayout& layout) {
   return Status::OK();
 }
 
+namespace {
+
+Result<bool> SendLock(ClientCore* core,
+                      const FileId& id,
+                      LockKind kind,
+                      uint64_t owner,
+                      const LockRange& want,
+                      bool test,
+                      LockRange* conflict) {
+  if (want.start > want.end)
+    return Status::InvalidArgument(fmt::format("{}: lock range ends before it starts", Name(id)));
+  pb::LockReq req;
+  SetFid(id, req.mutable_fid());
+  req.set_owner(owner);
+  req.set_kind(static_cast<uint32_t>(kind));
+  req.set_type(static_cast<uint32_t>(want.type));
+  req.set_start(want.start);
+  req.set_end(want.end);
+  req.set_pid(want.pid);
+  req.set_test(test);
+  pb::LockResp resp;
+  // Not a mutation for the reply cache: setting the same lock twice is harmless.
+  Status st = core->Mds(net::MsgType::kLock, &req, &resp, false);
+  if (!st.ok())
+    return st.WithContext(Name(id));
+  if (!resp.granted() && conflict != nullptr) {
+    conflict->type = static_cast<LockType>(resp.conflict_type());
+    conflict->start = resp.conflict_start();
+    conflict->end = resp.conflict_end();
+    conflict->pid = resp.conflict_pid();
+  }
+  return resp.granted();
+}
+
+}  // namespace
+
+Result<bool> ClientImpl::LockAt(
+    const FileId& id, LockKind kind, uint64_t owner, const LockRange& want, LockRange* conflict) {
+  const Fid fid = ToFid(id);
+  // Locks order data between clients: before unlocking, what this client wrote is sent and its
+  // size published; after locking, what this client knew of the file is refreshed (size from
+  // the MDS, readahead chunks dropped), so the next locker reads what the last one wrote.
+  if (want.type == LockType::kUnlock) {
+    if (auto node = core_->FindNode(fid)) {
+      node->FlushOverlapping(0, UINT64_MAX, true);
+      Status st = PublishSize(core_.get(), node.get(), false);
+      if (!st.ok())
+        return st.WithContext(Name(id));
+    }
+  }
+  CIUIC_ASSIGN_OR_RETURN(bool granted,
+                         SendLock(core_.get(), id, kind, owner, want, false, conflict));
+  if (granted && want.type != LockType::kUnlock) {
+    if (auto node = core_->FindNode(fid)) {
+      pb::GetAttrReq req;
+      net::ToPb(fid, req.mutable_fid());
+      pb::GetAttrResp resp;
+      Status st = core_->Mds(net::MsgType::kGetAttr, &req, &resp, false);
+      if (!st.ok())
+        return st.WithContext(Name(id));
+      RefreshNode(node.get(), resp.attr(), &resp.layout());
+      node->write_gen.fetch_add(1);
+    }
+  }
+  return granted;
+}
+
+Result<bool> ClientImpl::TestLockAt(
+    const FileId& id, LockKind kind, uint64_t owner, const LockRange& want, LockRange* conflict) {
+  if (want.type == LockType::kUnlock)
+    return Status::InvalidArgument(fmt::format("{}: testing an unlock", Name(id)));
+  return SendLock(core_.get(), id, kind, owner, want, true, conflict);
+}
+
 }  // namespace ciuic::client

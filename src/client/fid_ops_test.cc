@@ -173,5 +173,45 @@ TEST_F(FidOpsTest, ScopedCallerOwnsNewFilesAndIsChecked) {
   EXPECT_EQ(g->uid, 0u);
 }
 
+// Locks held by the MDS are coherent between two clients (two sessions) and are released
+// when the holder's session closes.
+TEST_F(FidOpsTest, LocksConflictAcrossClientsAndDieWithTheSession) {
+  FileStat attr;
+  auto f = client_->CreateAt(root_, "locked", O_CREAT | O_RDWR, 0644, &attr);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const FileId id = IdOf(attr);
+  auto other = cluster_->NewClient(ClientOptions{});
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  LockRange w{LockType::kExclusive, 10, 19, 42};
+  auto r = client_->LockAt(id, LockKind::kPosix, 1, w, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(*r);
+  LockRange conflict;
+  r = (*other)->LockAt(id, LockKind::kPosix, 1, LockRange{LockType::kShared, 0, 10, 7}, &conflict);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(conflict.type, LockType::kExclusive);
+  EXPECT_EQ(conflict.start, 10u);
+  EXPECT_EQ(conflict.end, 19u);
+  EXPECT_EQ(conflict.pid, 42u);
+  r = (*other)->TestLockAt(id, LockKind::kPosix, 1, LockRange{LockType::kShared, 20, UINT64_MAX},
+                           &conflict);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(*r);
+  r = (*other)->LockAt(id, LockKind::kFlock, 1, LockRange{LockType::kExclusive}, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(*r);  // flock and POSIX locks do not conflict
+  r = client_->LockAt(id, LockKind::kFlock, 9, LockRange{LockType::kShared}, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  other->reset();  // closes its session: its flock lock goes
+  r = client_->LockAt(id, LockKind::kFlock, 9, LockRange{LockType::kShared}, nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(*r);
+  EXPECT_FALSE(
+      client_->LockAt(id, LockKind::kPosix, 1, LockRange{LockType::kShared, 5, 4}, nullptr).ok());
+  ASSERT_TRUE((*f)->Close().ok());
+}
+
 }  // namespace
 }  // namespace ciuic::testing

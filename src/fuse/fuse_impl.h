@@ -4,10 +4,16 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "ciuic/client.h"
@@ -69,6 +75,30 @@ class FuseServer::Impl {
   // The handler table (fuse_ops.cc).
   static fuse_lowlevel_ops Ops();
 
+  // --- Advisory locks (fuse_locks.cc). ---
+  // A blocking lock request (F_SETLKW, flock without LOCK_NB) the MDS refused for now: tried
+  // again on the metadata pool after `delay_ms` (doubling up to a cap), so no thread waits on
+  // it; answered EINTR once the kernel interrupts it (a signal) or the daemon stops.
+  struct LockWait {
+    fuse_req_t req = nullptr;
+    fuse_ino_t ino = 0;
+    FileId id;
+    LockKind kind = LockKind::kPosix;
+    uint64_t owner = 0;
+    LockRange want;
+    int delay_ms = 0;
+  };
+  // Sends one lock request and replies: 0 when granted, EAGAIN / EWOULDBLOCK when refused and
+  // not `wait`, else queues a retry. Runs on the pool.
+  void TrySetLock(LockWait w, bool wait);
+  // Remembers that `owner` took a lock of `kind` on `ino` here (so close and release only ask
+  // the MDS to drop locks when there may be some). Take... forgets it and says whether it was.
+  void NoteLockOwner(LockKind kind, fuse_ino_t ino, uint64_t owner);
+  bool TakeLockOwner(LockKind kind, fuse_ino_t ino, uint64_t owner);
+  // Starts / stops the retry timer thread (stop answers the waiting requests EINTR).
+  void StartLockWaiter();
+  void StopLockWaiter();
+
  private:
   std::unique_ptr<Client> client_;
   FuseOptions opts_;
@@ -77,9 +107,24 @@ class FuseServer::Impl {
   fuse_session* se_ = nullptr;
   bool mounted_ = false;
 
+  void LockWaiterLoop();
+
+  std::mutex lk_mu_;
+  std::condition_variable lk_cv_;
+  std::multimap<std::chrono::steady_clock::time_point, LockWait> lk_waits_;  // by lk_mu_
+  std::set<std::tuple<uint32_t, fuse_ino_t, uint64_t>> lk_owners_;           // by lk_mu_
+  bool lk_stop_ = false;                                                     // by lk_mu_
+  std::thread lk_thread_;
+
   std::mutex mu_;
   std::unordered_map<fuse_ino_t, InodeEntry> inodes_;  // CIUIC_GUARDED_BY(mu_)
   std::unordered_map<uint64_t, Handle*> handles_;      // CIUIC_GUARDED_BY(mu_)
 };
+
+// Lock handlers (fuse_locks.cc).
+void OpGetlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi, struct flock* lock);
+void OpSetlk(
+    fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi, struct flock* lock, int sleep);
+void OpFlock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi, int op);
 
 }  // namespace ciuic::fuse

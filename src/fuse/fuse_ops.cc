@@ -117,6 +117,11 @@ void OpInit(void* userdata, struct fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
     conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+  // Locks go to the daemon (and the MDS), not the kernel's local lock table.
+  if (conn->capable & FUSE_CAP_POSIX_LOCKS)
+    conn->want |= FUSE_CAP_POSIX_LOCKS;
+  if (conn->capable & FUSE_CAP_FLOCK_LOCKS)
+    conn->want |= FUSE_CAP_FLOCK_LOCKS;
 }
 
 void OpLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -426,19 +431,42 @@ void OpWrite(fuse_req_t req,
   });
 }
 
-void OpFlush(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
+void OpFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Impl* self = Self(req);
   Impl::Handle* h = Impl::HandleOf(fi);
-  self->Meta(
-      req, [req, h] { fuse_reply_err(req, h->file->Flush().ToErrno()); }, false);
-}
-
-void OpRelease(fuse_req_t req, fuse_ino_t, struct fuse_file_info* fi) {
-  Impl* self = Self(req);
-  const uint64_t fh = fi->fh;
+  // close(2) drops the closing process's fcntl locks on the file (POSIX).
+  const bool unlock = self->TakeLockOwner(LockKind::kPosix, ino, fi->lock_owner);
+  const uint64_t owner = fi->lock_owner;
   self->Meta(
       req,
-      [self, req, fh] {
+      [self, req, h, ino, unlock, owner] {
+        if (unlock) {
+          auto r = self->client().LockAt(self->IdOf(ino), LockKind::kPosix, owner,
+                                         LockRange{LockType::kUnlock, 0, UINT64_MAX, 0}, nullptr);
+          if (!r.ok())
+            LOG_WARN("fuse: unlock at close: {}", r.status().ToString());
+        }
+        fuse_reply_err(req, h->file->Flush().ToErrno());
+      },
+      false);
+}
+
+void OpRelease(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
+  Impl* self = Self(req);
+  const uint64_t fh = fi->fh;
+  // The last close of an open file description drops its flock lock.
+  const bool unlock =
+      fi->flock_release != 0 && self->TakeLockOwner(LockKind::kFlock, ino, fi->lock_owner);
+  const uint64_t owner = fi->lock_owner;
+  self->Meta(
+      req,
+      [self, req, fh, ino, unlock, owner] {
+        if (unlock) {
+          auto r = self->client().LockAt(self->IdOf(ino), LockKind::kFlock, owner,
+                                         LockRange{LockType::kUnlock, 0, UINT64_MAX, 0}, nullptr);
+          if (!r.ok())
+            LOG_WARN("fuse: flock release: {}", r.status().ToString());
+        }
         auto h = self->TakeHandle(fh);
         Status st = h ? h->file->Close() : Status::OK();
         if (!st.ok())
@@ -796,6 +824,9 @@ fuse_lowlevel_ops FuseServer::Impl::Ops() {
   ops.removexattr = OpRemovexattr;
   ops.create = OpCreate;
   ops.fallocate = OpFallocate;
+  ops.getlk = OpGetlk;
+  ops.setlk = OpSetlk;
+  ops.flock = OpFlock;
   return ops;
 }
 

@@ -104,9 +104,11 @@ FuseServer::Impl::Impl(std::unique_ptr<Client> client, FuseOptions options)
       opts_(std::move(options)),
       pool_(static_cast<size_t>(std::max(1, opts_.meta_threads)), 4096, "fuse-meta") {
   root_ = client_->RootId();
+  StartLockWaiter();
 }
 
 FuseServer::Impl::~Impl() {
+  StopLockWaiter();
   pool_.Stop();
   // Handles the kernel never released (the connection was aborted): close them.
   std::unordered_map<uint64_t, Handle*> left;
@@ -267,7 +269,8 @@ Status FuseServer::Impl::Run() {
   fuse_remove_signal_handlers(se_);
   fuse_session_unmount(se_);
   mounted_ = false;
-  pool_.Stop();  // finish the metadata requests in progress
+  StopLockWaiter();  // waiting lock requests get EINTR
+  pool_.Stop();      // finish the metadata requests in progress
   if (rc < 0)
     return Status::FromErrno(-rc, "fuse loop");
   return Status::OK();

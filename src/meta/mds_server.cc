@@ -167,6 +167,8 @@ void MdsServer::RegisterHandlers() {
   s.Register(MsgType::kSetXattr, WriteHandler(m, &M::SetXattrAsync), kClients);
   s.Register(MsgType::kRemoveXattr, WriteHandler(m, &M::RemoveXattrAsync), kClients);
   s.Register(MsgType::kTruncateDone, WriteHandler(m, &M::TruncateDoneAsync), kClients);
+  // Advisory locks (in memory, answered inline).
+  s.Register(MsgType::kLock, ReadHandler(m, &M::Lock), kClients);
   // OST map.
   s.Register(MsgType::kRegisterOss, WriteHandler(m, &M::RegisterOssAsync), kOss);
   s.Register(MsgType::kHeartbeat, WriteHandler(m, &M::HeartbeatAsync), kOss);

@@ -437,6 +437,11 @@ size_t MetaService::TEST_SessionCount() {
   return sessions_.size();
 }
 
+size_t MetaService::TEST_LockCount() {
+  std::lock_guard lock(sess_mu_);
+  return locks_.size();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sessions' in-memory state and the reply cache.
 

@@ -33,6 +33,7 @@
 #include "common/status.h"
 #include "meta/keys.h"
 #include "meta/kv_store.h"
+#include "meta/lock_table.h"
 #include "meta/ost_map.h"
 
 namespace ciuic::meta {
@@ -89,6 +90,9 @@ class MetaService {
   Result<pb::GetXattrResp> GetXattr(const pb::GetXattrReq& req);
   Result<pb::ListXattrResp> ListXattr(const pb::ListXattrReq& req);
   Result<pb::GetOstMapResp> GetOstMap(const pb::GetOstMapReq& req);
+  // Advisory locks (lock_table.h), in memory: granted or the conflicting lock (never waits;
+  // F_SETLKW callers retry). kStale when the session is unknown or expired.
+  Result<pb::LockResp> Lock(const pb::LockReq& req);
 
   // --- Mutations: the writer thread. ---
 #define CIUIC_META_MUTATION(Name)                        \
@@ -131,6 +135,7 @@ class MetaService {
   }
   size_t TEST_OrphanCount();
   size_t TEST_SessionCount();
+  size_t TEST_LockCount();
 
  private:
   template <typename Req, typename Resp>
@@ -272,6 +277,7 @@ class MetaService {
 
   std::mutex sess_mu_;
   std::unordered_map<uint64_t, SessionState> sessions_;  // guarded by sess_mu_
+  LockTable locks_;                                      // guarded by sess_mu_
   // Per OST, the first work log key a heartbeat scan must look at: everything below was done
   // (deleted) when it was last scanned, and new tasks get higher ids. Spares heartbeats from
   // walking the tombstones of finished tasks. Writer thread only; rebuilt after a restart.

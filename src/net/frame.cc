@@ -185,6 +185,8 @@ std::string MsgTypeName(uint16_t type) {
       return "RemoveXattr";
     case MsgType::kTruncateDone:
       return "TruncateDone";
+    case MsgType::kLock:
+      return "Lock";
     case MsgType::kRegisterOss:
       return "RegisterOss";
     case MsgType::kHeartbeat:

@@ -42,6 +42,7 @@ enum class MsgType : uint16_t {
   kListXattr = 132,
   kRemoveXattr = 133,
   kTruncateDone = 134,
+  kLock = 135,
 
   // MDS: OST map and OSS registration, 200-219.
   kRegisterOss = 200,

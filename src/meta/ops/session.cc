@@ -56,6 +56,7 @@ Status MetaService::EndSession(Txn& t, uint64_t session_id) {
   t.OnCommit([this, session_id] {
     std::lock_guard lock(sess_mu_);
     sessions_.erase(session_id);
+    locks_.ReleaseSession(session_id);
   });
   return Status::OK();
 }
@@ -122,6 +123,51 @@ Status MetaService::EndOpen(
     return DestroyInode(t, rec);
   PutInode(t, rec);
   return Status::OK();
+}
+
+Result<pb::LockResp> MetaService::Lock(const pb::LockReq& req) {
+  const Fid fid = ToFid(req.fid());
+  if (!fid.valid())
+    return Status::InvalidArgument("lock: no file given");
+  LockTable::Lock l;
+  l.session = req.ctx().session_id();
+  l.owner = req.owner();
+  l.kind = req.kind();
+  l.type = req.type();
+  l.start = req.start();
+  l.end = req.end();
+  l.pid = req.pid();
+  if (l.kind != LockTable::kPosix && l.kind != LockTable::kFlock)
+    return Status::InvalidArgument(fmt::format("lock: bad kind {}", l.kind));
+  if (l.type < LockTable::kShared || l.type > LockTable::kUnlock)
+    return Status::InvalidArgument(fmt::format("lock: bad type {}", l.type));
+  if (l.kind == LockTable::kFlock) {
+    l.start = 0;
+    l.end = UINT64_MAX;
+  }
+  if (l.start > l.end)
+    return Status::InvalidArgument("lock: range ends before it starts");
+  if (req.test() && l.type == LockTable::kUnlock)
+    return Status::InvalidArgument("lock: testing an unlock");
+  pb::LockResp resp;
+  std::lock_guard lock(sess_mu_);
+  if (l.session == 0 || sessions_.find(l.session) == sessions_.end()) {
+    return Status::Stale(
+        fmt::format("session {} is unknown or expired; open a new one", l.session));
+  }
+  const LockTable::Lock* c = l.type == LockTable::kUnlock ? nullptr : locks_.FindConflict(fid, l);
+  if (c != nullptr) {
+    resp.set_granted(false);
+    resp.set_conflict_type(c->type);
+    resp.set_conflict_start(c->start);
+    resp.set_conflict_end(c->end);
+    resp.set_conflict_pid(c->pid);
+    return resp;
+  }
+  if (!req.test())
+    locks_.Apply(fid, l);
+  resp.set_granted(true);
+  return resp;
 }
 
 }  // namespace ciuic::meta
