@@ -341,6 +341,13 @@ void OpOpen(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   self->Meta(req, [self, req, id, ino, copy]() mutable {
     FileStat attr;
     auto r = self->client().OpenAt(id, ClientFlags(copy.flags), &attr);
+    // The inode the kernel's (cached) dentry named is gone, e.g. unlinked through another
+    // mount: ESTALE makes the kernel redo the path walk with a fresh lookup (LOOKUP_REVAL), so
+    // open(O_CREAT) of a name deleted and re-created elsewhere works.
+    if (!r.ok() && r.status().code() == StatusCode::kNotFound) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
     if (!r.ok())
       return ReplyErr(req, r.status());
     if (copy.flags & O_TRUNC)
