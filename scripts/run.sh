@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, starts a local cluster (1 MDS + 2 OSS x 2 OSTs
-# on 127.0.0.1, data under $CIUIC_DIR, default ~/ciuic), shows it working on a small data set and
-# runs the quick benchmark side by side with the local disk. The cluster stays up afterwards.
+# on 127.0.0.1, data under $CIUIC_DIR, default ~/ciuic), shows it working on a small data set
+# (CLI, FUSE mount, Python data loader, checkpoint) and runs `ciuic-benchmark --quick`, which
+# compares a fresh local cluster with the local disk. The cluster stays up afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh release ciuic ciuic-mds ciuic-oss ciuic-benchmark
+scripts/build.sh release ciuic ciuic-mds ciuic-oss ciuic-fuse ciuic-benchmark _ciuic
 
 BIN="$PWD/build/release/apps"
 DIR="${CIUIC_DIR:-$HOME/ciuic}"
@@ -42,9 +43,57 @@ cmp "$work/ds/shard-000.tar" "$work/shard.back" && echo "round trip of the shard
 ciuic df -h
 
 echo
-echo "== quick benchmark: ciuic vs the local disk, same method"
-ciuic-benchmark --quick --local-dir "$work/bench-local"
-ciuic rm -r /datasets/ds
+echo "== the FUSE mount: ordinary tools see the cluster as a directory tree"
+if [ -e /dev/fuse ]; then
+  mkdir -p "$work/mnt"
+  ciuic mount "$CIUIC_CLUSTER" "$work/mnt"
+  trap 'ciuic umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
+  ls -l "$work/mnt/datasets/ds/train" | head -5
+  du -sh "$work/mnt/datasets/ds/train"
+  (cd "$work/ds" && find train -type f | sort | head -50 | xargs md5sum) > "$work/local.md5"
+  (cd "$work/mnt/datasets/ds" && md5sum -c --quiet "$work/local.md5") && echo "50 samples read through the mount: identical"
+  ciuic getstripe "$work/mnt/datasets/ds/shard-000.tar" | head -3
+  ciuic umount "$work/mnt"
+else
+  echo "no /dev/fuse on this machine: mount skipped"
+fi
+
+echo
+echo "== Python: pack into tar shards, one shuffled epoch with CiuicDataLoader, a checkpoint"
+ciuic pack "$work/ds/train" /datasets/ds-shards --shard-mib 4
+PYTHONPATH="$PWD/build/release/python" /usr/bin/python3 - <<'PY'
+import time
+import numpy as np
+import torch
+import ciuic, ciuic.checkpoint as ckpt
+
+fs = ciuic.connect()
+ds = ciuic.ShardDataset(fs, "/datasets/ds-shards")
+dl = ciuic.CiuicDataLoader(ds, batch_size=32, shuffle=True, seed=0,
+                           transform=lambda b: torch.tensor(len(b)))
+t = time.monotonic(); n = 0
+for x, y in dl:
+    n += len(y)
+print("CiuicDataLoader: %d samples from %d shard(s) in one shuffled epoch, %.0f samples/s"
+      % (n, sum(1 for e in fs.listdir("/datasets/ds-shards") if e.endswith(".tar")),
+         n / (time.monotonic() - t)))
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+opt = torch.optim.Adam(model.parameters())
+model(torch.randn(4, 256)).sum().backward(); opt.step()
+state = {"model": model.state_dict(), "optim": opt.state_dict(), "step": 1}
+ckpt.save(state, "/ckpt/step-1", convert={"model/*": "bfloat16"})
+back = ckpt.load("/ckpt/step-1", upcast=True)
+same = all(torch.equal(back["model"][k], v.to(torch.bfloat16).to(torch.float32))
+           for k, v in state["model"].items())
+print("checkpoint /ckpt/step-1: saved (weights as bf16) and loaded, step=%d, weights %s"
+      % (back["step"], "identical to torch's bf16 cast" if same else "DIFFER"))
+assert same
+PY
+ciuic rm -r /datasets/ds /datasets/ds-shards /ckpt
+
+echo
+echo "== ciuic-benchmark --quick: a fresh local cluster vs the local disk, same method"
+ciuic-benchmark --quick
 
 echo
 echo "The cluster is still running. Try:"
