@@ -3,10 +3,10 @@
 // whose C++ type is PyClient; other parts take `PyClient&` to reach the libciuic Client.
 #pragma once
 
-#include <pybind11/pybind11.h>
-
 #include <memory>
 #include <string>
+
+#include <pybind11/pybind11.h>
 
 #include "ciuic/client.h"
 
