@@ -26,7 +26,9 @@ Result<FileHandle> DiskIoEngine::Open(const std::string& path, int flags, mode_t
     const int err = errno;
     if (err == EMFILE || err == ENFILE) {
       // Out of descriptors is transient (callers close some and retry), not an IO error.
-      return Status::Unavailable(fmt::format("open {}: {}", path, std::strerror(err)));
+      // Plain concatenation, not fmt: with no descriptor free, UBSan's vptr check on fmt's
+      // buffer cannot probe memory (it needs a pipe) and reports a false "invalid vptr".
+      return Status::Unavailable("open " + path + ": " + std::strerror(err));
     }
     return Status::FromErrno(err, "open " + path);
   }
