@@ -358,6 +358,17 @@ class Client {
   // Opens an existing regular file with open(2) flags (O_TRUNC applies); `attr` (optional) gets
   // its attributes as opened.
   virtual Result<std::unique_ptr<File>> OpenAt(const FileId& id, int flags, FileStat* attr) = 0;
+  // Opens regular file `id` read-only from a layout and size the caller resolved earlier
+  // (GetAttrAt + GetLayoutAt, e.g. once per data set rather than once per sample): no MDS round
+  // trip, now or at Close; each read goes straight to the OSTs. The caller vouches that the file
+  // has not changed since: reads return the objects' current bytes within `size`, and an object
+  // missing on its OST (the file was removed or rewritten since) fails the read with kStale.
+  // `name` names the file in errors. Local: fails only (kInvalidArgument) for a layout that
+  // does not Validate().
+  virtual Result<std::unique_ptr<File>> OpenResolved(const FileId& id,
+                                                     const FileLayout& layout,
+                                                     uint64_t size,
+                                                     const std::string& name) = 0;
   // Creates (or, without O_EXCL, opens) regular file `name` in `parent` and opens it with
   // `flags`; `attr` (optional) gets its attributes.
   virtual Result<std::unique_ptr<File>> CreateAt(

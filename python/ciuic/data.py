@@ -21,12 +21,16 @@ __all__ = ["DirectoryDataset", "ShardDataset", "CiuicDataLoader", "epoch_order",
 class _Dataset:
     """Common part: sources (cluster paths), and per sample (source, offset, length, label, key).
 
-    Layouts are resolved once here (one listing); reading a sample needs no extra MDS lookup
-    beyond what the prefetch engine's source handling does.
+    Sources are resolved once here, never per sample per epoch: shards are listed and their
+    indexes read once (the engine keeps a shard open for its samples), sample files are resolved
+    to (FID, layout, size) once, so reading one is a single OST read with no MDS round trip.
+    A data set assumes its files do not change while it is used: a sample file removed or
+    rewritten since raises an OSError (ESTALE); build the data set again to pick up changes.
     """
 
     keep_sources_open = True
     opener_threads = 2  # shards: opens are rare and reads async, two issuers suffice
+    resolved = None  # _ciuic.ResolvedSources for one-file-per-sample data sets
 
     def __init__(self, client):
         self.client = client
@@ -87,9 +91,9 @@ class DirectoryDataset(_Dataset):
     """
 
     keep_sources_open = False
-    opener_threads = 8  # one blocking MDS open per sample: several in flight
+    opener_threads = 2  # sources are resolved: issuing a read is cheap, no MDS round trip
 
-    def __init__(self, client, root, extensions=None):
+    def __init__(self, client, root, extensions=None, resolve_threads=8):
         super().__init__(client)
         root = root.rstrip("/") or "/"
         self.root = root
@@ -112,6 +116,9 @@ class DirectoryDataset(_Dataset):
         self.class_to_idx = {c: i for i, c in enumerate(classes)}
         labels = [self.class_to_idx[n.split("/", 1)[0] if "/" in n else ""] for n, _ in entries]
         self.sources = [posixpath.join(root, n) for n, _ in entries]
+        # (FID, layout, size) of every file, once for the data set's life: a stat and a layout
+        # request per file, `resolve_threads` in flight.
+        self.resolved = _ciuic.resolve_sources(client, self.sources, resolve_threads)
         n = len(entries)
         self._finish(np.arange(n), np.zeros(n), [s for _, s in entries], labels,
                      [e for e, _ in entries], labels)
@@ -368,7 +375,8 @@ class CiuicDataLoader:
         engine = _ciuic.PrefetchEngine(
             ds.client, ds.sources, ds.source[idx], ds.offset[idx], ds.length[idx],
             budget_bytes=budget, max_inflight=self.io_depth,
-            opener_threads=self.opener_threads, keep_sources_open=ds.keep_sources_open)
+            opener_threads=self.opener_threads, keep_sources_open=ds.keep_sources_open,
+            resolved=ds.resolved)
         self._engine = engine
         labels = ds.labels[idx]
         return self._iterate(engine, labels)

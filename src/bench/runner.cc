@@ -153,7 +153,9 @@ void Driver::StartPeers() {
     if (dir.empty())
       dir = FindUp(".", "../shared/peers");
   }
-  for (const std::string peer : {"moosefs", "glusterfs"}) {
+  // fuse-passthrough is libfuse's passthrough_fh over a local directory: the FUSE ceiling of
+  // this machine, measured in the same run so the ciuic mount can be judged against it.
+  for (const std::string peer : {"fuse-passthrough", "moosefs", "glusterfs"}) {
     std::string up = dir + "/" + peer + "-up.sh";
     std::string down = dir + "/" + peer + "-down.sh";
     if (dir.empty() || ::access(up.c_str(), R_OK) != 0) {
@@ -176,13 +178,21 @@ void Driver::StartPeers() {
           fmt::format("{} failed: {}", up, rc.ok() ? LastLines(log, 2) : rc.status().message()));
       continue;
     }
-    auto t = NewPosixTarget(peer, mnt + "/ciuic-bench", true);
+    // passthrough_fh mirrors "/", so its data directory is reached as MOUNT/<absolute DATA>.
+    std::string bench_dir = mnt + "/ciuic-bench";
+    std::string name = peer;
+    if (peer == "fuse-passthrough") {
+      std::error_code ec;
+      bench_dir = mnt + std::filesystem::canonical(data, ec).string() + "/ciuic-bench";
+      name = "passthrough";
+    }
+    auto t = NewPosixTarget(name, bench_dir, peer != "fuse-passthrough");
     if (!t.ok()) {
       report_.Skip("peers", peer, t.status().message());
       continue;
     }
     report_.Note(fmt::format("peer {}: started with {} on loopback", peer, up));
-    targets_.push_back(LiveTarget{std::move(*t), true});
+    targets_.push_back(LiveTarget{std::move(*t), peer != "fuse-passthrough"});
   }
 }
 

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <random>
@@ -362,13 +363,21 @@ Result<std::unique_ptr<Target>> NewPosixTarget(const std::string& name,
   fs::create_directories(dir, ec);
   if (ec)
     return Status::IoError(fmt::format("cannot create {}: {}", dir, ec.message()));
-  // Probe O_DIRECT: FUSE and some network file systems refuse it.
+  // Probe O_DIRECT: FUSE and some network file systems refuse it, at open or (like libfuse's
+  // passthrough_fh, which hands the backing file unaligned buffers) only at the first IO.
   std::string probe = fmt::format("{}/.ciuic-bench-probe-{}", dir, ::getpid());
   int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
   bool direct = fd >= 0;
   if (fd >= 0) {
+    void* block = nullptr;
+    if (::posix_memalign(&block, 4096, 4096) == 0) {
+      std::memset(block, 0, 4096);
+      direct = ::pwrite(fd, block, 4096, 0) == 4096 && ::pread(fd, block, 4096, 0) == 4096;
+      std::free(block);
+    }
     ::close(fd);
-  } else {
+  }
+  if (!direct) {
     fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
       return Status::FromErrno(errno, fmt::format("cannot create files in {}", dir));

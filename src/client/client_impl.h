@@ -63,6 +63,10 @@ class ClientImpl : public Client {
   Result<FileStat> GetAttrAt(const FileId& id) override;
   Result<FileStat> SetAttrAt(const FileId& id, const SetAttrRequest& req) override;
   Result<std::unique_ptr<File>> OpenAt(const FileId& id, int flags, FileStat* attr) override;
+  Result<std::unique_ptr<File>> OpenResolved(const FileId& id,
+                                             const FileLayout& layout,
+                                             uint64_t size,
+                                             const std::string& name) override;
   Result<std::unique_ptr<File>> CreateAt(const FileId& parent,
                                          const std::string& name,
                                          int flags,

@@ -179,6 +179,25 @@ Result<std::unique_ptr<File>> ClientImpl::OpenAt(const FileId& id, int flags, Fi
                     resp.punches(), OpenOptions{});
 }
 
+Result<std::unique_ptr<File>> ClientImpl::OpenResolved(const FileId& id,
+                                                       const FileLayout& layout,
+                                                       uint64_t size,
+                                                       const std::string& name) {
+  // A Node of its own, not the client's shared one: the caller's size and layout must not
+  // overwrite what this client's other handles of the file know (or the other way round).
+  if (Status st = layout.Validate(); !st.ok())
+    return st.WithContext(name.empty() ? Name(id) : name);
+  auto node = std::make_shared<Node>(ToFid(id));
+  node->layout = std::make_shared<const FileLayout>(layout);
+  node->size = size;
+  OpenOptions options;
+  options.random_access = true;  // callers that resolve layouts know what they read next
+  auto file = std::make_shared<OpenFile>(core_, std::move(node), name.empty() ? Name(id) : name,
+                                         O_RDONLY, /*open_id=*/0, options);
+  file->MarkResolved();
+  return std::unique_ptr<File>(std::make_unique<FileImpl>(std::move(file)));
+}
+
 Result<std::unique_ptr<File>> ClientImpl::CreateAt(
     const FileId& parent, const std::string& name, int flags, uint32_t mode, FileStat* attr) {
   CIUIC_RETURN_IF_ERROR(CheckName(parent, name));

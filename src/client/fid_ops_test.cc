@@ -2,6 +2,7 @@
 // MiniCluster: what the FUSE daemon builds on.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -211,6 +212,87 @@ TEST_F(FidOpsTest, LocksConflictAcrossClientsAndDieWithTheSession) {
   EXPECT_FALSE(
       client_->LockAt(id, LockKind::kPosix, 1, LockRange{LockType::kShared, 5, 4}, nullptr).ok());
   ASSERT_TRUE((*f)->Close().ok());
+}
+
+// OpenResolved: a file read from a layout resolved earlier needs no MDS at all (the MDS is
+// stopped while it reads), and a file removed since fails with kStale instead of reading zeros.
+TEST(OpenResolvedTest, ReadsWithoutTheMdsAndFailsStaleOnceTheFileIsGone) {
+  auto c = MiniCluster::Start({.num_oss = 2, .osts_per_oss = 1, .mds_in_memory = true});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto cluster = std::move(*c);
+  auto cl = cluster->NewClient({});
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto client = std::move(*cl);
+  FileLayout striped;
+  striped.pattern = 1;
+  striped.components.push_back(LayoutComponent{.stripe_size = 64 << 10, .stripe_count = 2});
+  OpenOptions oo;
+  oo.layout = &striped;
+  std::string data((1 << 20) + 4321, '\0');
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<char>((i * 131 + i / 4096) & 0xff);
+  for (const char* name : {"/kept", "/gone"}) {
+    auto f = client->Open(name, O_CREAT | O_WRONLY, 0644, oo);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_TRUE((*f)->Pwrite(data.data(), data.size(), 0).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  struct Resolved {
+    FileId id;
+    FileLayout layout;
+    uint64_t size;
+  };
+  auto resolve = [&](const std::string& path) {
+    auto st = client->Stat(path);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    auto layout = client->GetLayoutAt(IdOf(*st));
+    EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+    EXPECT_EQ(layout->components.at(0).osts.size(), 2u);
+    return Resolved{IdOf(*st), *layout, st->size};
+  };
+  const Resolved kept = resolve("/kept");
+  const Resolved gone = resolve("/gone");
+
+  // A malformed layout is refused up front.
+  FileLayout bad = kept.layout;
+  bad.components[0].stripe_size = 1000;
+  EXPECT_EQ(client->OpenResolved(kept.id, bad, kept.size, "/kept").status().code(),
+            StatusCode::kInvalidArgument);
+
+  // Removed: once its objects are destroyed, a read names the file and says kStale.
+  ASSERT_TRUE(client->Unlink("/gone").ok());
+  Status stale;
+  for (int i = 0; i < 200 && stale.ok(); ++i) {
+    auto f = client->OpenResolved(gone.id, gone.layout, gone.size, "/gone");
+    ASSERT_TRUE(f.ok());
+    std::string buf(4096, '\0');
+    auto n = (*f)->Pread(buf.data(), buf.size(), 0);
+    if (n.ok()) {
+      ::usleep(50 * 1000);  // the OSTs destroy objects in the background
+      continue;
+    }
+    stale = n.status();
+  }
+  EXPECT_EQ(stale.code(), StatusCode::kStale) << stale.ToString();
+  EXPECT_NE(stale.message().find("/gone"), std::string::npos) << stale.ToString();
+
+  ASSERT_TRUE(cluster->StopMds().ok());
+  auto f = client->OpenResolved(kept.id, kept.layout, kept.size, "/kept");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::string got(data.size() + 100, '\0');
+  auto n = (*f)->Pread(got.data(), got.size(), 0);  // clipped to the resolved size
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, data.size());
+  got.resize(*n);
+  EXPECT_TRUE(got == data);
+  std::string mid(200000, '\0');  // spans stripes on both OSTs
+  n = (*f)->Pread(mid.data(), mid.size(), 60000);
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(mid == data.substr(60000, 200000));
+  EXPECT_EQ((*f)->Pread(mid.data(), 10, data.size()).value_or(99), 0u);
+  EXPECT_FALSE((*f)->Pwrite("x", 1, 0).ok());  // read-only
+  EXPECT_TRUE((*f)->Close().ok());              // no MDS needed to close either
+  ASSERT_TRUE(cluster->RestartMds().ok());
 }
 
 }  // namespace

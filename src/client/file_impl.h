@@ -74,6 +74,10 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   Result<FileStat> Stat();
   Status Close();
 
+  // Marks a read-only file opened from a resolved layout (Client::OpenResolved): a missing
+  // object fails a read with kStale instead of reading as a hole. Call before any IO.
+  void MarkResolved() { resolved_ = true; }
+
   // Lets reads and writes through other handles of this file flush this handle's write buffer.
   // Call once, right after construction (needs shared_from_this).
   void RegisterFlusher();
@@ -141,6 +145,7 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   const uint64_t open_id_;
   const OpenOptions options_;
   const size_t wb_cap_;
+  bool resolved_ = false;  // set before any IO (MarkResolved)
 
   std::mutex pos_mu_;      // makes Read/Write/Seek at the file position atomic
   mutable std::mutex mu_;  // state below

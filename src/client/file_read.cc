@@ -31,13 +31,24 @@ struct ReadOp {
 };
 
 // Checks one read reply and moves its bytes into place.
-Status FinishReadPiece(const Fid& fid, const ReadPiece& p, Result<net::Reply> r) {
+// `must_exist`: the file was opened from a resolved layout (OpenResolved), so a missing object
+// means the file changed since, not a hole.
+Status FinishReadPiece(const Fid& fid,
+                       const ReadPiece& p,
+                       bool must_exist,
+                       Result<net::Reply> r) {
   if (!r.ok())
     return std::move(r).status();
   net::Reply& rep = *r;
   pb::ReadResp resp;
   CIUIC_RETURN_IF_ERROR(net::Parse(rep.body, &resp, "ReadResp"));
   const ObjectId oid{fid, p.comp_id, p.stripe};
+  if (must_exist && !resp.exists()) {
+    return Status::Stale(fmt::format(
+        "OST {} has no object {}: the file was removed or rewritten after its layout was "
+        "resolved (resolve it again)",
+        p.ost, oid.FileName()));
+  }
   if (rep.data_len > p.len || resp.aligned_offset() != p.obj_offset) {
     return Status::Corruption(
         fmt::format("OST {} object {}: read reply for [{}, +{}) carries [{}, +{})", p.ost,
@@ -122,7 +133,8 @@ void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback
       if (p.direct)
         call->in_dest = std::span<uint8_t>(p.dest, p.len);
       call->done = [self, op, i, finish](Result<net::Reply> r) {
-        Status st = FinishReadPiece(self->node_->fid, op->pieces[i], std::move(r));
+        Status st =
+            FinishReadPiece(self->node_->fid, op->pieces[i], self->resolved_, std::move(r));
         self->ThrottleDone();
         bool last;
         {

@@ -1,5 +1,7 @@
 #include "loader/prefetch_engine.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <utility>
 
@@ -10,9 +12,11 @@ namespace ciuic::loader {
 PrefetchEngine::PrefetchEngine(std::shared_ptr<Client> client,
                                std::vector<std::string> sources,
                                std::vector<SampleRef> order,
-                               PrefetchOptions options)
+                               PrefetchOptions options,
+                               std::shared_ptr<const ResolvedSources> resolved)
     : client_(std::move(client)),
       sources_(std::move(sources)),
+      resolved_(std::move(resolved)),
       order_(std::move(order)),
       options_(options) {
   if (options_.max_inflight < 1) {
@@ -26,6 +30,56 @@ PrefetchEngine::PrefetchEngine(std::shared_ptr<Client> client,
   }
 }
 
+Result<std::shared_ptr<const ResolvedSources>> ResolveSources(Client& client,
+                                                              const std::vector<std::string>& paths,
+                                                              int threads) {
+  auto out = std::make_shared<ResolvedSources>(paths.size());
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first;  // CIUIC_GUARDED_BY(mu)
+  auto work = [&] {
+    while (true) {
+      const size_t i = next.fetch_add(1);
+      if (i >= paths.size())
+        return;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first.ok())
+          return;
+      }
+      Status st = [&]() -> Status {
+        CIUIC_ASSIGN_OR_RETURN(FileStat attr, client.Stat(paths[i]));
+        if (!attr.is_reg())
+          return Status::InvalidArgument(fmt::format("{}: not a regular file", paths[i]));
+        ResolvedSource& r = (*out)[i];
+        r.id = IdOf(attr);
+        r.size = attr.size;
+        auto layout = client.GetLayoutAt(r.id);
+        if (!layout.ok())
+          return layout.status().WithContext(paths[i]);
+        r.layout = std::move(*layout);
+        return Status::OK();
+      }();
+      if (!st.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok())
+          first = std::move(st);
+        return;
+      }
+    }
+  };
+  const int n = std::max(1, std::min<int>(threads, static_cast<int>(paths.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t)
+    pool.emplace_back(work);
+  work();
+  for (auto& t : pool)
+    t.join();
+  if (!first.ok())
+    return first;
+  return std::shared_ptr<const ResolvedSources>(std::move(out));
+}
+
 PrefetchEngine::~PrefetchEngine() {
   Stop();
 }
@@ -33,6 +87,10 @@ PrefetchEngine::~PrefetchEngine() {
 Status PrefetchEngine::Start() {
   if (started_) {
     return Status::InvalidArgument("prefetch engine already started");
+  }
+  if (resolved_ && resolved_->size() != sources_.size()) {
+    return Status::InvalidArgument(fmt::format("{} resolved sources for {} sources",
+                                               resolved_->size(), sources_.size()));
   }
   for (size_t i = 0; i < order_.size(); ++i) {
     if (order_[i].source >= sources_.size()) {
@@ -77,6 +135,11 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
   OpenOptions oo;
   oo.random_access = true;  // the engine knows the order: no readahead guesses
   const std::string& path = sources_[index];
+  if (resolved_) {
+    const ResolvedSource& r = (*resolved_)[index];
+    CIUIC_ASSIGN_OR_RETURN(auto f, client_->OpenResolved(r.id, r.layout, r.size, path));
+    return std::shared_ptr<File>(std::move(f));
+  }
   if (!options_.keep_sources_open) {
     CIUIC_ASSIGN_OR_RETURN(auto f, client_->Open(path, O_RDONLY, 0, oo));
     std::lock_guard<std::mutex> lock(mu_);

@@ -5,7 +5,8 @@
 // A sample is (source, offset, length): a byte range of one of the data set's source files (a tar
 // shard, or one sample file with offset 0 and its full length). Sources are resolved once per
 // engine: shards stay open (an LRU of open Files), so a sample costs one read and no MDS round
-// trip; one-file-per-sample sources are opened, read and closed per sample.
+// trip; one-file-per-sample sources are either resolved once per data set (ResolveSources: then a
+// sample is one read and no MDS round trip either) or opened, read and closed per sample.
 //
 // Threads: `opener_threads` issuer threads claim samples in order, open their source if needed
 // (blocking MDS call) and start the read with the client's async API (PreadAsync: all OSTs in
@@ -52,19 +53,37 @@ struct PrefetchOptions {
 struct PrefetchStats {
   uint64_t samples = 0;         // handed out by Next()
   uint64_t bytes = 0;           // handed out by Next()
-  uint64_t opens = 0;           // source opens (MDS round trips)
+  uint64_t opens = 0;           // source opens that went to the MDS (not resolved ones)
   uint64_t peak_buffered = 0;   // peak bytes held (claimed, not yet consumed)
   uint64_t consumer_waits = 0;  // Next() calls that had to wait for data
   double consumer_wait_s = 0;   // total time Next() waited
 };
 
+// A source file resolved once per data set (FID, layout, size): reads of it then need no MDS
+// round trip at all (Client::OpenResolved), instead of an open and a close per sample.
+struct ResolvedSource {
+  FileId id;
+  FileLayout layout;
+  uint64_t size = 0;
+};
+using ResolvedSources = std::vector<ResolvedSource>;
+
+// Resolves `paths` (regular files; symlinks followed) with `threads` MDS requests in flight: a
+// stat and a layout request per path. Errors name the path (kInvalidArgument for a path that is
+// not a regular file).
+Result<std::shared_ptr<const ResolvedSources>> ResolveSources(Client& client,
+                                                              const std::vector<std::string>& paths,
+                                                              int threads);
+
 class PrefetchEngine {
  public:
   // `client` must outlive the engine (the shared_ptr keeps it alive). `sources` are cluster paths.
+  // `resolved` (optional, one entry per source): open sources from it (no MDS round trips).
   PrefetchEngine(std::shared_ptr<Client> client,
                  std::vector<std::string> sources,
                  std::vector<SampleRef> order,
-                 PrefetchOptions options);
+                 PrefetchOptions options,
+                 std::shared_ptr<const ResolvedSources> resolved = nullptr);
   ~PrefetchEngine();
   PrefetchEngine(const PrefetchEngine&) = delete;
   PrefetchEngine& operator=(const PrefetchEngine&) = delete;
@@ -92,6 +111,7 @@ class PrefetchEngine {
 
   std::shared_ptr<Client> client_;
   std::vector<std::string> sources_;
+  std::shared_ptr<const ResolvedSources> resolved_;
   std::vector<SampleRef> order_;
   PrefetchOptions options_;
 

@@ -79,5 +79,45 @@ TEST(PrefetchEngineTest, MissingFileAndShortSampleAreErrors) {
   EXPECT_EQ(e.Start().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PrefetchEngineTest, ResolvedSourcesReadWithoutOpens) {
+  auto cluster = testing::MiniCluster::Start({.num_oss = 1, .osts_per_oss = 2}).value();
+  std::shared_ptr<Client> client(cluster->NewClient().value());
+  ASSERT_TRUE(client->Mkdir("/d").ok());
+  std::vector<std::string> sources;
+  std::vector<SampleRef> order;
+  for (int i = 0; i < 30; ++i) {
+    sources.push_back(fmt::format("/d/s{}", i));
+    ASSERT_TRUE(client->WriteFile(sources.back(), Bytes(i, 1000 + 37 * i)).ok());
+  }
+  for (int i = 29; i >= 0; i -= 2)
+    order.push_back({static_cast<uint32_t>(i), 0, 1000 + 37 * static_cast<uint64_t>(i)});
+  order.push_back({5, 10, 20});  // a range of a file
+  auto resolved = ResolveSources(*client, sources, 4);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  ASSERT_EQ((*resolved)->size(), sources.size());
+  EXPECT_EQ((**resolved)[7].size, 1000u + 37 * 7);
+  PrefetchOptions o;
+  o.keep_sources_open = false;
+  PrefetchEngine engine(client, sources, order, o, *resolved);
+  ASSERT_TRUE(engine.Start().ok());
+  for (const SampleRef& ref : order) {
+    auto r = engine.Next();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->has_value());
+    EXPECT_EQ(**r, Bytes(static_cast<int>(ref.source), 1000 + 37 * ref.source)
+                       .substr(ref.offset, ref.length));
+  }
+  EXPECT_FALSE(engine.Next().value().has_value());
+  EXPECT_EQ(engine.stats().opens, 0u);  // no MDS open for any sample
+
+  // Resolution errors name the path; a resolved table must match the sources.
+  auto missing = ResolveSources(*client, {"/d/s1", "/d/nope"}, 2);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("/d/nope"), std::string::npos);
+  EXPECT_EQ(ResolveSources(*client, {"/d"}, 1).status().code(), StatusCode::kInvalidArgument);
+  PrefetchEngine wrong(client, {"/d/s1", "/d/s2"}, {{0, 0, 1}}, o, *resolved);
+  EXPECT_EQ(wrong.Start().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ciuic::loader

@@ -29,6 +29,11 @@ std::shared_ptr<Client> ClientOf(PyClient& c) {
   return c.client;
 }
 
+// The data set's sources resolved once (FID, layout, size), shared by every epoch's engine.
+struct PyResolved {
+  std::shared_ptr<const loader::ResolvedSources> sources;
+};
+
 py::list Members(const std::vector<TarMember>& members) {
   py::list out;
   for (const auto& m : members) {
@@ -40,6 +45,23 @@ py::list Members(const std::vector<TarMember>& members) {
 }  // namespace
 
 void RegisterLoader(py::module_& m) {
+  py::class_<PyResolved>(m, "ResolvedSources",
+                         "Source files resolved once (FID, layout, size): an engine given them "
+                         "reads each sample with no MDS round trip.")
+      .def("__len__", [](const PyResolved& r) { return r.sources ? r.sources->size() : 0; });
+  m.def(
+      "resolve_sources",
+      [](PyClient& c, const std::vector<std::string>& paths, int threads) {
+        auto client = ClientOf(c);
+        Result<std::shared_ptr<const loader::ResolvedSources>> r;
+        {
+          py::gil_scoped_release nogil;
+          r = loader::ResolveSources(*client, paths, threads);
+        }
+        return PyResolved{Unwrap(std::move(r))};
+      },
+      py::arg("client"), py::arg("paths"), py::arg("threads") = 8,
+      "Resolves regular files once (a stat and a layout request each, `threads` in flight).");
   py::class_<PrefetchEngine>(m, "PrefetchEngine",
                              "Reads an epoch's samples in exactly the given order, ahead of the "
                              "consumer, within a memory budget (C++ threads; GIL released).")
@@ -48,7 +70,8 @@ void RegisterLoader(py::module_& m) {
                        py::array_t<int64_t, py::array::c_style | py::array::forcecast> offset,
                        py::array_t<int64_t, py::array::c_style | py::array::forcecast> length,
                        size_t budget_bytes, int max_inflight, int opener_threads,
-                       int max_open_sources, bool keep_sources_open) {
+                       int max_open_sources, bool keep_sources_open,
+                       const PyResolved* resolved) {
              if (source.ndim() != 1 || offset.ndim() != 1 || length.ndim() != 1 ||
                  source.size() != offset.size() || source.size() != length.size()) {
                throw py::value_error("source, offset and length must be 1-d arrays of one length");
@@ -71,15 +94,17 @@ void RegisterLoader(py::module_& m) {
              opts.opener_threads = opener_threads;
              opts.max_open_sources = max_open_sources;
              opts.keep_sources_open = keep_sources_open;
-             auto e = std::make_unique<PrefetchEngine>(ClientOf(c), std::move(sources),
-                                                       std::move(order), opts);
+             auto e = std::make_unique<PrefetchEngine>(
+                 ClientOf(c), std::move(sources), std::move(order), opts,
+                 resolved != nullptr ? resolved->sources : nullptr);
              Check(e->Start());
              return e;
            }),
            py::arg("client"), py::arg("sources"), py::arg("source"), py::arg("offset"),
            py::arg("length"), py::arg("budget_bytes") = size_t{256} << 20,
            py::arg("max_inflight") = 64, py::arg("opener_threads") = 8,
-           py::arg("max_open_sources") = 64, py::arg("keep_sources_open") = true)
+           py::arg("max_open_sources") = 64, py::arg("keep_sources_open") = true,
+           py::arg("resolved") = nullptr)
       .def(
           "next",
           [](PrefetchEngine& e) -> py::object {

@@ -2,9 +2,11 @@
 orders, exact resume at another world size, tar shards from Python's tarfile, bad input, fork
 workers, bounded memory, and a tiny training loop end to end."""
 
+import errno
 import io
 import os
 import tarfile
+import time
 
 import numpy as np
 import pytest
@@ -244,6 +246,32 @@ def test_memory_stays_within_budget_across_epochs(shard_dataset):
         assert stats["peak_buffered"] <= max(budget, int(shard_dataset.length.max()))
         assert stats["opens"] <= len(shard_dataset.sources)  # shards opened once per epoch
     assert threads[0] == threads[-1]
+
+
+def test_directory_dataset_reads_samples_without_mds_opens(client, dir_dataset):
+    # Sources are resolved once when the data set is built: no epoch opens a sample file.
+    assert len(dir_dataset.resolved) == N
+    dl = CiuicDataLoader(dir_dataset, batch_size=7, shuffle=True, seed=3)
+    for epoch in range(2):
+        dl.set_epoch(epoch)
+        assert sorted(ids(dl)) == list(range(N))
+        assert dl.last_stats["opens"] == 0
+    # A sample file removed after the data set was built: ESTALE naming the file, not zeros.
+    client.makedirs("/ds/stale/a")
+    for i in range(3):
+        client.write_file(f"/ds/stale/a/{i}.bin", sample_bytes(i))
+    ds = DirectoryDataset(client, "/ds/stale")
+    client.remove("/ds/stale/a/1.bin")
+    err = None
+    for _ in range(100):  # the OSTs destroy the objects in the background
+        try:
+            list(CiuicDataLoader(ds, batch_size=3))
+        except OSError as e:
+            err = e
+            break
+        time.sleep(0.1)
+    assert err is not None and err.errno == errno.ESTALE, err
+    assert "/ds/stale/a/1.bin" in str(err)
 
 
 def test_init_context_and_async_prefetch(cluster_file, shard_dataset):
