@@ -225,7 +225,10 @@ TEST(OpenResolvedTest, ReadsWithoutTheMdsAndFailsStaleOnceTheFileIsGone) {
   auto client = std::move(*cl);
   FileLayout striped;
   striped.pattern = 1;
-  striped.components.push_back(LayoutComponent{.stripe_size = 64 << 10, .stripe_count = 2});
+  LayoutComponent comp;
+  comp.stripe_size = 64 << 10;
+  comp.stripe_count = 2;
+  striped.components.push_back(comp);
   OpenOptions oo;
   oo.layout = &striped;
   std::string data((1 << 20) + 4321, '\0');
