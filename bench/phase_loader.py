@@ -268,8 +268,9 @@ def main():
                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "MiB", higher=False)
         notes.append(f"batch size {B}; {W} workers; CiuicDataLoader budget {args.budget_mib} "
                      f"MiB, {len(ciuic_shards.sources)} shards of <= 64 MiB; "
-                     f"ciuic files epoch opened {measures['ciuic_files'][3].last_stats['opens']} "
-                     "files (one MDS open per sample)")
+                     "ciuic files epoch made "
+                     f"{measures['ciuic_files'][3].last_stats['opens']} MDS opens (the data set "
+                     "resolved each file's layout once when it was built)")
     finally:
         if not args.keep:
             shutil.rmtree(local, ignore_errors=True)
