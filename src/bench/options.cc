@@ -135,7 +135,8 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   app.add_option("--scaling-per-oss", per_oss_s, "scaling: bytes read per OSS (96M)");
   app.add_flag("--quick", o.quick, "small sizes and one run: the whole suite in under 3 minutes");
   app.add_flag("--with-peers", o.with_peers,
-               "also start MooseFS and GlusterFS with the peers scripts and measure them");
+               "also start a FUSE passthrough of the local disk, MooseFS and GlusterFS with the "
+               "peers scripts and measure them");
   app.add_option("--peers-dir", o.peers_dir, "directory of the peers scripts");
   app.add_option("--json", o.json_path, "write all results as JSON here");
   app.add_option("--charts", o.charts_dir, "write PNG charts into this directory");
