@@ -358,7 +358,8 @@ class CiuicTarget : public Target {
 
 Result<std::unique_ptr<Target>> NewPosixTarget(const std::string& name,
                                                const std::string& dir,
-                                               bool over_network) {
+                                               bool over_network,
+                                               bool allow_direct) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
@@ -366,7 +367,7 @@ Result<std::unique_ptr<Target>> NewPosixTarget(const std::string& name,
   // Probe O_DIRECT: FUSE and some network file systems refuse it, at open or (like libfuse's
   // passthrough_fh, which hands the backing file unaligned buffers) only at the first IO.
   std::string probe = fmt::format("{}/.ciuic-bench-probe-{}", dir, ::getpid());
-  int fd = ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+  int fd = allow_direct ? ::open(probe.c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644) : -1;
   bool direct = fd >= 0;
   if (fd >= 0) {
     void* block = nullptr;

@@ -58,10 +58,12 @@ class Target {
 };
 
 // A POSIX directory (created if missing). Files are opened with O_DIRECT where the file system
-// accepts it, else buffered (direct_io() tells which; FUSE mounts often refuse O_DIRECT).
+// accepts it and `allow_direct`, else buffered (direct_io() tells which; FUSE mounts often
+// refuse O_DIRECT).
 Result<std::unique_ptr<Target>> NewPosixTarget(const std::string& name,
                                                const std::string& dir,
-                                               bool over_network);
+                                               bool over_network,
+                                               bool allow_direct = true);
 
 // ciuic through the native client: connects with `cluster_file` and works under `dir`.
 Result<std::unique_ptr<Target>> NewCiuicTarget(const std::string& cluster_file,
