@@ -112,7 +112,13 @@ def _raw(x, copy):
     if t.device.type != "cpu":
         t = t.cpu()
     elif copy:
-        t = t.clone(memory_format=_torch().contiguous_format)
+        # A staging copy for async saves: fresh memory mapped in one call, then filled (a page
+        # fault per 4 KiB page costs more than the copy itself in a VM).
+        src = t
+        t = _torch().empty(src.shape, dtype=src.dtype)
+        if t.numel():
+            _ciuic.prefault(t.data_ptr(), t.numel() * t.element_size())
+        t.copy_(src)
     t = t.contiguous()
     if t.is_conj():
         t = t.resolve_conj()

@@ -10,6 +10,7 @@
 
 #include "checkpoint/manifest.h"
 #include "common/crc32c.h"
+#include "common/prefault.h"
 
 namespace ciuic::checkpoint {
 namespace {
@@ -139,6 +140,10 @@ Status Load(Client& client,
       break;
     inflight.Acquire();
     const bool direct = !c.upcast && c.want_begin == 0 && c.want_end == c.chunk_len;
+    // Fresh destination memory (a new tensor) is mapped here in one call rather than a fault
+    // per page as the bytes arrive: in a VM that is the difference between ~0.4 and ~8 GiB/s.
+    const uint64_t stored = c.want_end - c.want_begin;
+    PrefaultForWrite(c.dst, c.upcast ? stored / 2 * 4 : stored);
     char* buf;
     std::shared_ptr<char[]> staging;
     if (direct) {
@@ -152,8 +157,10 @@ Status Load(Client& client,
           pool.pop_back();
         }
       }
-      if (!b)
+      if (!b) {
         b = std::make_unique_for_overwrite<char[]>(m.chunk_bytes);
+        PrefaultForWrite(b.get(), m.chunk_bytes);
+      }
       staging = std::shared_ptr<char[]>(b.release(), [&pool_mu, &pool](char* p) {
         std::lock_guard<std::mutex> lock(pool_mu);
         pool.emplace_back(p);

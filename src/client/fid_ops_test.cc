@@ -294,7 +294,7 @@ TEST(OpenResolvedTest, ReadsWithoutTheMdsAndFailsStaleOnceTheFileIsGone) {
   EXPECT_TRUE(mid == data.substr(60000, 200000));
   EXPECT_EQ((*f)->Pread(mid.data(), 10, data.size()).value_or(99), 0u);
   EXPECT_FALSE((*f)->Pwrite("x", 1, 0).ok());  // read-only
-  EXPECT_TRUE((*f)->Close().ok());              // no MDS needed to close either
+  EXPECT_TRUE((*f)->Close().ok());             // no MDS needed to close either
   ASSERT_TRUE(cluster->RestartMds().ok());
 }
 

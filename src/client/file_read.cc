@@ -33,10 +33,7 @@ struct ReadOp {
 // Checks one read reply and moves its bytes into place.
 // `must_exist`: the file was opened from a resolved layout (OpenResolved), so a missing object
 // means the file changed since, not a hole.
-Status FinishReadPiece(const Fid& fid,
-                       const ReadPiece& p,
-                       bool must_exist,
-                       Result<net::Reply> r) {
+Status FinishReadPiece(const Fid& fid, const ReadPiece& p, bool must_exist, Result<net::Reply> r) {
   if (!r.ok())
     return std::move(r).status();
   net::Reply& rep = *r;
@@ -133,8 +130,7 @@ void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback
       if (p.direct)
         call->in_dest = std::span<uint8_t>(p.dest, p.len);
       call->done = [self, op, i, finish](Result<net::Reply> r) {
-        Status st =
-            FinishReadPiece(self->node_->fid, op->pieces[i], self->resolved_, std::move(r));
+        Status st = FinishReadPiece(self->node_->fid, op->pieces[i], self->resolved_, std::move(r));
         self->ThrottleDone();
         bool last;
         {

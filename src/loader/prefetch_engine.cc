@@ -89,8 +89,8 @@ Status PrefetchEngine::Start() {
     return Status::InvalidArgument("prefetch engine already started");
   }
   if (resolved_ && resolved_->size() != sources_.size()) {
-    return Status::InvalidArgument(fmt::format("{} resolved sources for {} sources",
-                                               resolved_->size(), sources_.size()));
+    return Status::InvalidArgument(
+        fmt::format("{} resolved sources for {} sources", resolved_->size(), sources_.size()));
   }
   for (size_t i = 0; i < order_.size(); ++i) {
     if (order_[i].source >= sources_.size()) {

@@ -104,8 +104,9 @@ TEST(PrefetchEngineTest, ResolvedSourcesReadWithoutOpens) {
     auto r = engine.Next();
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_TRUE(r->has_value());
-    EXPECT_EQ(**r, Bytes(static_cast<int>(ref.source), 1000 + 37 * ref.source)
-                       .substr(ref.offset, ref.length));
+    EXPECT_EQ(
+        **r,
+        Bytes(static_cast<int>(ref.source), 1000 + 37 * ref.source).substr(ref.offset, ref.length));
   }
   EXPECT_FALSE(engine.Next().value().has_value());
   EXPECT_EQ(engine.stats().opens, 0u);  // no MDS open for any sample

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include "ciuic/checkpoint.h"
+#include "common/prefault.h"
 #include "python/bindings.h"
 #include "python/py_util.h"
 
@@ -133,6 +134,16 @@ void RegisterCheckpoint(py::module_& m) {
         return out;
       });
 
+  m.def(
+      "prefault",
+      [](uintptr_t address, size_t nbytes) {
+        py::gil_scoped_release nogil;
+        PrefaultForWrite(reinterpret_cast<void*>(address), nbytes);
+      },
+      py::arg("address"), py::arg("nbytes"),
+      "Maps the whole pages of fresh memory [address, address + nbytes) in one system call "
+      "(MADV_POPULATE_WRITE) before it is filled; a hint (a no-op where unsupported). Internal: "
+      "the range must belong to a live buffer of the caller.");
   m.def(
       "checkpoint_save",
       [](PyClient& c, const std::string& path, const py::list& tensors, const py::dict& opts) {
