@@ -181,8 +181,10 @@ def main():
         result("save weights, converted to bf16", "ciuic", t_conv, "s", False)
         result("bytes written, weights fp32", "ciuic", s_plain["bytes_written"], "bytes", False)
         result("bytes written, weights bf16", "ciuic", s_conv["bytes_written"], "bytes", False)
-        notes.append(f"weights-only save time with bf16 conversion: {t_conv / t_plain * 100:.0f}% "
-                     f"of the fp32 save ({100 - t_conv / t_plain * 100:.0f}% less)")
+        pct = t_conv / t_plain * 100
+        change = f"{100 - pct:.0f}% less" if pct <= 100 else f"{pct - 100:.0f}% more"
+        notes.append(f"weights-only save time with bf16 conversion: {pct:.0f}% of the fp32 save "
+                     f"({change})")
 
         # Async save: blocked time vs an in-memory copy of the same tensors.
         t0 = time.perf_counter()
