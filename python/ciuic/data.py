@@ -269,7 +269,7 @@ class CiuicDataLoader:
     Extra arguments: seed, locality_window (0: global shuffle), prefetch_bytes (memory budget of
     the prefetch engine), prefetch (batches kept read ahead at least: raises the budget),
     context (from ciuic.init_context(); its prefetch acts as prefetch), rank/world_size (default: torch.distributed if initialized, else 0/1),
-    io_depth (reads in flight), prefetch_factor (batches queued per worker).
+    io_depth (reads in flight, default 256), prefetch_factor (batches queued per worker).
 
     Resume: state_dict() gives {"epoch", "cursor", "seed", ...}; cursor is the number of samples
     of this epoch's global order the whole job has consumed (all ranks advance in lockstep, as
@@ -280,7 +280,7 @@ class CiuicDataLoader:
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, collate_fn=None,
                  drop_last=False, pin_memory=False, transform=None, target_transform=None,
                  seed=0, locality_window=0, prefetch_bytes=256 << 20, rank=None,
-                 world_size=None, io_depth=64, prefetch_factor=2, opener_threads=None,
+                 world_size=None, io_depth=256, prefetch_factor=2, opener_threads=None,
                  multiprocessing_context="fork", prefetch=None, context=None):
         if not isinstance(dataset, _Dataset):
             raise TypeError("CiuicDataLoader takes a ciuic DirectoryDataset or ShardDataset")

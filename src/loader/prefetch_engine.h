@@ -44,7 +44,7 @@ struct SampleRef {
 
 struct PrefetchOptions {
   size_t budget_bytes = size_t{256} << 20;  // bytes read ahead and not yet consumed
-  int max_inflight = 64;                    // reads in flight
+  int max_inflight = 256;                   // reads in flight (the OSTs need depth)
   int opener_threads = 8;                   // threads that open sources and issue reads
   int max_open_sources = 64;                // open shard Files kept (LRU)
   bool keep_sources_open = true;            // false: one file per sample (open, read, close)

@@ -102,7 +102,7 @@ void RegisterLoader(py::module_& m) {
            }),
            py::arg("client"), py::arg("sources"), py::arg("source"), py::arg("offset"),
            py::arg("length"), py::arg("budget_bytes") = size_t{256} << 20,
-           py::arg("max_inflight") = 64, py::arg("opener_threads") = 8,
+           py::arg("max_inflight") = 256, py::arg("opener_threads") = 8,
            py::arg("max_open_sources") = 64, py::arg("keep_sources_open") = true,
            py::arg("resolved") = nullptr)
       .def(
