@@ -70,6 +70,7 @@ int Run(int argc, char** argv) {
   std::string log_file;
   std::string port_file;
   uint32_t heartbeat_ms = 1000;
+  size_t max_open_objects = ciuic::oss::OssServer::Options{}.max_open_objects_per_ost;
   app.add_option("--ost", ost_specs, "an OST to serve, INDEX:DIR (repeatable)")->required();
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0: any free port)")
       ->capture_default_str();
@@ -81,6 +82,10 @@ int Run(int argc, char** argv) {
   app.add_option("--log", log_file, "append logs to FILE instead of stderr");
   app.add_option("--port-file", port_file, "write the bound port to FILE once serving");
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval to the MDS")
+      ->capture_default_str();
+  app.add_option("--max-open-objects", max_open_objects,
+                 "objects kept open per OST (two descriptors each; idle ones beyond it are synced "
+                 "and closed)")
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -112,6 +117,9 @@ int Run(int argc, char** argv) {
   if (heartbeat_ms == 0)
     return Fail("--heartbeat-ms must be positive");
   o.heartbeat_ms = heartbeat_ms;
+  if (max_open_objects == 0)
+    return Fail("--max-open-objects must be positive");
+  o.max_open_objects_per_ost = max_open_objects;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())
     return Fail(path.status().message());

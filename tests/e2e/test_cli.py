@@ -172,6 +172,22 @@ class ClusterTest(unittest.TestCase):
             self.assertEqual(len(err.strip().splitlines()), 1, (args, err))
             self.assertIn(want, err.lower(), (args, err))
 
+    def test_server_flag_errors_are_one_clear_line(self):
+        conf = os.path.join(self.cdir, "cluster.conf")
+        cases = [
+            (["--max-open-objects", "0"], "max-open-objects"),
+            (["--heartbeat-ms", "0"], "heartbeat"),
+            (["--io-engine", "floppy"], "floppy"),
+        ]
+        for extra, want in cases:
+            r = subprocess.run([os.path.join(BIN, "ciuic-oss"), "--ost",
+                                "0:" + os.path.join(self.tmp, "unused-ost"), "--cluster-file", conf]
+                               + extra, capture_output=True, timeout=60)
+            err = r.stderr.decode()
+            self.assertNotEqual(r.returncode, 0, extra)
+            self.assertEqual(len(err.strip().splitlines()), 1, (extra, err))
+            self.assertIn(want, err.lower(), (extra, err))
+
     def test_wrong_secret_is_refused(self):
         conf = os.path.join(self.cdir, "cluster.conf")
         bad = os.path.join(self.tmp, "bad.conf")
