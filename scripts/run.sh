@@ -48,11 +48,11 @@ if [ -e /dev/fuse ]; then
   mkdir -p "$work/mnt"
   ciuic mount "$CIUIC_CLUSTER" "$work/mnt"
   trap 'ciuic umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
-  ls -l "$work/mnt/datasets/ds/train" | head -5
+  ls -l "$work/mnt/datasets/ds/train" | sed -n 1,5p  # sed reads all: no SIGPIPE under pipefail
   du -sh "$work/mnt/datasets/ds/train"
-  (cd "$work/ds" && find train -type f | sort | head -50 | xargs md5sum) > "$work/local.md5"
+  (cd "$work/ds" && find train -type f | sort | sed -n 1,50p | xargs md5sum) > "$work/local.md5"
   (cd "$work/mnt/datasets/ds" && md5sum -c --quiet "$work/local.md5") && echo "50 samples read through the mount: identical"
-  ciuic getstripe "$work/mnt/datasets/ds/shard-000.tar" | head -3
+  ciuic getstripe "$work/mnt/datasets/ds/shard-000.tar" | sed -n 1,3p
   ciuic umount "$work/mnt"
 else
   echo "no /dev/fuse on this machine: mount skipped"
