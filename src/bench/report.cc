@@ -136,7 +136,9 @@ void Report::PrintTable(std::FILE* out) const {
   bool any_inflated = std::any_of(metrics_.begin(), metrics_.end(),
                                   [](const Metric& m) { return m.cache_inflated; });
   if (any_inflated) {
-    fmt::print(out, "* above the physical limit measured in this run: cache-inflated\n");
+    fmt::print(out,
+               "* and CACHE-INFLATED: above the physical limit measured in this run (the "
+               "table shows one metric per column; see the lines above for the others)\n");
   }
   for (const auto& s : skipped_) {
     fmt::print(
