@@ -773,9 +773,10 @@ Result<FileLayout> ParseComponents(const std::string& spec, uint32_t stripe_size
     if (end_s != "EOF" && end_s != "eof" && end_s != "-1") {
       CIUIC_ASSIGN_OR_RETURN(end, ParseSize(end_s));
     }
+    const std::string count_s = item.substr(colon + 1);  // outlives `e`, which points into it
     char* e = nullptr;
-    unsigned long count = std::strtoul(item.substr(colon + 1).c_str(), &e, 10);
-    if (*e != '\0' || count == 0) {
+    unsigned long count = std::strtoul(count_s.c_str(), &e, 10);
+    if (count_s.empty() || *e != '\0' || count == 0) {
       return Status::InvalidArgument(fmt::format("bad stripe count in '{}'", item));
     }
     LayoutComponent comp;
