@@ -10,6 +10,7 @@ stay in the parent, so fork is safe.
 import math
 import multiprocessing
 import posixpath
+import time
 
 import numpy as np
 
@@ -261,6 +262,25 @@ def _dist_rank_world():
     return 0, 1
 
 
+def _stop_pool(pool, pending, wait_s=10.0):
+    """Ends a worker pool, also in the middle of an epoch.
+
+    CPython's Pool.terminate() raises AssertionError ("Cannot have cache with result_hander not
+    alive") when its result thread has already exited while results are pending, a long-standing
+    race. So the few batches in flight get up to `wait_s` to finish first, and if terminate()
+    still hits the race, the workers are killed directly.
+    """
+    deadline = time.monotonic() + wait_s
+    for res in pending:
+        res.wait(max(0.0, deadline - time.monotonic()))
+    try:
+        pool.terminate()
+    except AssertionError:
+        for proc in list(getattr(pool, "_pool", [])):
+            proc.kill()
+    pool.join()
+
+
 class CiuicDataLoader:
     """A drop-in for torch.utils.data.DataLoader over a DirectoryDataset or ShardDataset.
 
@@ -396,6 +416,7 @@ class CiuicDataLoader:
     def _iterate(self, engine, labels):
         fn = (self.transform, self.target_transform, self.collate_fn)
         pool = None
+        window = []  # (AsyncResult, count) of batches handed to the pool, oldest first
         try:
             # Workers exist for user transforms; with none, batches are only regrouped, which
             # the parent does faster than shipping the bytes to a worker and back.
@@ -413,7 +434,6 @@ class CiuicDataLoader:
                     pass
                 pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(fn,))
                 self._pool = pool
-                window = []
                 limit = self.num_workers * self.prefetch_factor
                 for raw, lab, count in self._raw_batches(engine, labels):
                     window.append((pool.apply_async(_worker_run, ((raw, lab),)), count))
@@ -431,8 +451,7 @@ class CiuicDataLoader:
             self.last_stats = engine.stats()
             engine.stop()
             if pool is not None:
-                pool.terminate()
-                pool.join()
+                _stop_pool(pool, [res for res, _ in window])
             if self._engine is engine:
                 self._engine = None
             if self._pool is pool:
@@ -456,8 +475,7 @@ class CiuicDataLoader:
 
     def _close(self):
         if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
+            _stop_pool(self._pool, [])
             self._pool = None
         if self._engine is not None:
             self.last_stats = self._engine.stats()
