@@ -33,5 +33,29 @@ TEST(PrefaultTest, LeavesContentsAndNeighboursAlone) {
   EXPECT_EQ(heap[3 * 4096 + 16], 1);
 }
 
+// FreshBuffer: zeroed, writable, exactly the size asked for; large ones 2 MiB aligned (so the
+// kernel can back them with huge pages); tiny and empty ones work too.
+TEST(FreshBufferTest, AlignedZeroedAndWritable) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{4097}, size_t{(2 << 20) - 1}, size_t{2 << 20},
+                      size_t{(5 << 20) + 123}}) {
+    auto b = FreshBuffer::Allocate(size);
+    ASSERT_NE(b, nullptr) << size;
+    EXPECT_EQ(b->size(), size);
+    if (size >= (2 << 20)) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % (2 << 20), 0u) << size;
+    }
+    for (size_t i = 0; i < size; i += 4093)
+      ASSERT_EQ(b->data()[i], 0) << size << " " << i;
+    PrefaultForWrite(b->data(), size);
+    std::memset(b->data(), 0x5a, size);
+    if (size != 0) {
+      EXPECT_EQ(b->data()[size - 1], 0x5a);
+    }
+  }
+  // Many large buffers come and go without leaking mappings (each trims its alignment slack).
+  for (int i = 0; i < 200; ++i)
+    ASSERT_NE(FreshBuffer::Allocate(size_t{64} << 20), nullptr);
+}
+
 }  // namespace
 }  // namespace ciuic

@@ -134,6 +134,30 @@ void RegisterCheckpoint(py::module_& m) {
         return out;
       });
 
+  py::class_<FreshBuffer>(m, "FreshBuffer", py::buffer_protocol(),
+                          "Writable bytes of fresh memory mapped with transparent huge pages "
+                          "where the kernel allows (see fresh_buffer).")
+      .def_buffer([](FreshBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {py::ssize_t{1}});
+      })
+      .def("__len__", &FreshBuffer::size);
+  m.def(
+      "fresh_buffer",
+      [](size_t nbytes) {
+        std::unique_ptr<FreshBuffer> b;
+        {
+          py::gil_scoped_release nogil;
+          b = FreshBuffer::Allocate(nbytes);
+        }
+        if (!b)
+          throw std::bad_alloc();
+        return b;
+      },
+      py::arg("nbytes"),
+      "New zeroed memory of nbytes that is about to be filled whole (a loaded tensor, a staging "
+      "copy): 2 MiB aligned and marked MADV_HUGEPAGE when large, so filling it takes one page "
+      "fault per 2 MiB instead of one per 4 KiB. Exposes the buffer protocol.");
   m.def(
       "prefault",
       [](uintptr_t address, size_t nbytes) {

@@ -88,6 +88,38 @@ def test_round_trip_of_nested_state_dict(client, cluster_dir):
     assert ckpt.latest(cluster_dir, client=client) == "ck"
 
 
+def test_large_tensors_load_into_huge_page_memory(client, cluster_dir):
+    # Tensors of 1 MiB and more are loaded into fresh 2 MiB-aligned (huge-page) memory rather
+    # than torch.empty: every dtype, odd shapes, numpy arrays, and the tensors behave like any.
+    g = torch.Generator().manual_seed(1)
+    state = {}
+    for dt in CPU_DTYPES:
+        if dt == torch.bool:
+            state[str(dt)] = torch.randn(1031, 1027, generator=g) > 0
+        elif dt.is_floating_point or dt.is_complex:
+            x = torch.randn(1031, 517, generator=g)
+            state[str(dt)] = (x.to(torch.complex64) if dt == torch.complex32 else x).to(dt)
+        else:
+            state[str(dt)] = torch.randint(0, 100, (1031, 517), generator=g).to(dt)
+    state["np"] = np.arange(3 << 18, dtype=np.float64).reshape(3, -1)
+    ckpt.save(state, cluster_dir + "/big", client=client)
+    got = ckpt.load(cluster_dir + "/big", client=client)
+    _same(state, got)
+    w = got[str(torch.float32)]
+    assert w.data_ptr() % (2 << 20) == 0  # the huge-page path was taken
+    w.add_(1)  # writable, and usable by ordinary operators
+    assert torch.equal(w, state[str(torch.float32)] + 1)
+    got["np"][0, 0] = -1.0
+    assert got["np"][0, 0] == -1.0
+    up = ckpt.load(cluster_dir + "/big", client=client, keys=[str(torch.bfloat16)], upcast=True)
+    assert torch.equal(up[str(torch.bfloat16)], state[str(torch.bfloat16)].float())
+    del got, w  # the buffer is unmapped with the last tensor: nothing dangles
+    buf = _ciuic.fresh_buffer(5 << 20)
+    view = memoryview(buf)
+    assert len(buf) == 5 << 20 and view.nbytes == 5 << 20 and not view.readonly
+    assert bytes(view[:8]) == bytes(8)
+
+
 def test_load_into_existing_tensors(client, cluster_dir):
     state = {"w": torch.randn(100, 10), "b": torch.randn(10), "n": np.arange(5.0), "step": 4}
     ckpt.save(state, cluster_dir + "/o", client=client)
