@@ -1,6 +1,7 @@
 #include "loader/prefetch_engine.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <utility>
@@ -8,6 +9,95 @@
 #include <fmt/format.h>
 
 namespace ciuic::loader {
+
+// Free sample buffers by size class (16 KiB steps up to 1 MiB; larger samples are allocated and
+// freed one by one), at most `limit` bytes of them. Thread-safe.
+class SamplePool {
+ public:
+  static constexpr size_t kStep = size_t{16} << 10;
+  static constexpr size_t kClasses = 64;
+
+  explicit SamplePool(size_t limit) : limit_(limit) {}
+  ~SamplePool() {
+    for (auto& v : free_) {
+      for (char* p : v)
+        delete[] p;
+    }
+  }
+
+  // An uninitialized buffer of at least max(len, 1) bytes; *cap gets its capacity.
+  char* Get(size_t len, size_t* cap) {
+    const size_t c = std::max<size_t>(1, (len + kStep - 1) / kStep);
+    if (c > kClasses) {
+      *cap = len;
+      return new char[len];
+    }
+    *cap = c * kStep;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto& v = free_[c - 1];
+      if (!v.empty()) {
+        char* p = v.back();
+        v.pop_back();
+        pooled_ -= *cap;
+        return p;
+      }
+    }
+    return new char[*cap];
+  }
+
+  void Put(char* p, size_t cap) {
+    const size_t c = cap / kStep;
+    if (cap % kStep == 0 && c >= 1 && c <= kClasses) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pooled_ + cap <= limit_) {
+        free_[c - 1].push_back(p);
+        pooled_ += cap;
+        return;
+      }
+    }
+    delete[] p;
+  }
+
+ private:
+  const size_t limit_;
+  std::mutex mu_;
+  std::array<std::vector<char*>, kClasses> free_;  // CIUIC_GUARDED_BY(mu_)
+  size_t pooled_ = 0;                              // CIUIC_GUARDED_BY(mu_)
+};
+
+SampleBuffer::SampleBuffer(SampleBuffer&& o) noexcept
+    : buf_(std::exchange(o.buf_, nullptr)),
+      size_(std::exchange(o.size_, 0)),
+      cap_(std::exchange(o.cap_, 0)),
+      pool_(std::move(o.pool_)) {}
+
+SampleBuffer& SampleBuffer::operator=(SampleBuffer&& o) noexcept {
+  if (this != &o) {
+    Release();
+    buf_ = std::exchange(o.buf_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    cap_ = std::exchange(o.cap_, 0);
+    pool_ = std::move(o.pool_);
+  }
+  return *this;
+}
+
+SampleBuffer::~SampleBuffer() {
+  Release();
+}
+
+void SampleBuffer::Release() {
+  if (buf_ != nullptr) {
+    if (pool_)
+      pool_->Put(buf_, cap_);
+    else
+      delete[] buf_;
+  }
+  buf_ = nullptr;
+  size_ = cap_ = 0;
+  pool_.reset();
+}
 
 PrefetchEngine::PrefetchEngine(std::shared_ptr<Client> client,
                                std::vector<std::string> sources,
@@ -19,6 +109,10 @@ PrefetchEngine::PrefetchEngine(std::shared_ptr<Client> client,
       resolved_(std::move(resolved)),
       order_(std::move(order)),
       options_(options) {
+  // Buffers back in the pool are memory on top of the budget: keep a bounded reserve of them
+  // (in steady state a consumed sample's buffer is reused by the next read almost at once).
+  pool_ = std::make_shared<SamplePool>(
+      std::clamp<size_t>(options_.budget_bytes / 4, size_t{4} << 20, size_t{64} << 20));
   if (options_.max_inflight < 1) {
     options_.max_inflight = 1;
   }
@@ -141,6 +235,7 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
     return std::shared_ptr<File>(std::move(f));
   }
   if (!options_.keep_sources_open) {
+    HandOff();
     CIUIC_ASSIGN_OR_RETURN(auto f, client_->Open(path, O_RDONLY, 0, oo));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.opens;
@@ -155,6 +250,7 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
     lru_.splice(lru_.begin(), lru_, it->second.second);
     return it->second.first;
   }
+  HandOff();
   CIUIC_ASSIGN_OR_RETURN(auto opened, client_->Open(path, O_RDONLY, 0, oo));
   std::shared_ptr<File> f(std::move(opened));
   {
@@ -172,6 +268,33 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
   return f;
 }
 
+bool PrefetchEngine::CanIssue() const {
+  if (stop_ || next_issue_ >= order_.size())
+    return false;
+  const uint64_t len = order_[next_issue_].length;
+  return inflight_ < options_.max_inflight &&
+         (buffered_ == 0 || buffered_ + len <= options_.budget_bytes);
+}
+
+bool PrefetchEngine::ShouldWakeIssuer() const {
+  // Hysteresis: a sleeping issuer is woken when a quarter of the read slots (or of the budget) is
+  // free, and then issues until all are in use again: one wake-up per many reads instead of a
+  // wake-up per completed read (each a futex system call and a context switch).
+  if (issuers_waiting_ == 0 || !CanIssue())
+    return false;
+  const int slack = std::max(1, options_.max_inflight / 4);
+  if (options_.max_inflight - inflight_ < slack)
+    return false;
+  return buffered_ == 0 || options_.budget_bytes - buffered_ >= options_.budget_bytes / 4;
+}
+
+void PrefetchEngine::HandOff() {
+  // About to block in an MDS call: wake a sleeping issuer if there is work it could start.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (issuers_waiting_ > 0 && CanIssue())
+    issue_cv_.notify_one();
+}
+
 void PrefetchEngine::IssuerLoop() {
   while (true) {
     std::vector<std::shared_ptr<File>> closing;
@@ -181,18 +304,18 @@ void PrefetchEngine::IssuerLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       closing.swap(to_close_);
       if (closing.empty()) {
+        // Sleepers are woken one at a time (a completion, a consumed sample, a hand-off): the
+        // issuer that wakes claims everything it can before it sleeps again.
+        ++issuers_waiting_;
         issue_cv_.wait(lock, [&] {
-          if (stop_ || next_issue_ >= order_.size() || !to_close_.empty()) {
-            return true;
-          }
-          uint64_t len = order_[next_issue_].length;
-          return inflight_ < options_.max_inflight &&
-                 (buffered_ == 0 || buffered_ + len <= options_.budget_bytes);
+          return stop_ || next_issue_ >= order_.size() || !to_close_.empty() || CanIssue();
         });
+        --issuers_waiting_;
         if (!to_close_.empty()) {
           continue;  // close them first (at the top of the loop)
         }
         if (stop_ || next_issue_ >= order_.size()) {
+          issue_cv_.notify_all();  // the others are done too
           return;
         }
         seq = next_issue_++;
@@ -212,12 +335,15 @@ void PrefetchEngine::IssuerLoop() {
       Complete(seq, file.status(), nullptr);
       continue;
     }
-    slot->data.resize(ref.length);
+    // No other thread touches the slot until Complete() marks it ready.
+    slot->data.buf_ = pool_->Get(ref.length, &slot->data.cap_);
+    slot->data.size_ = ref.length;
+    slot->data.pool_ = pool_;
     std::shared_ptr<File> f = std::move(*file);
     File* raw = f.get();
     // The callback keeps the File alive and hands it back to an issuer thread, so that no File is
     // ever destroyed (a blocking close) on a network thread.
-    raw->PreadAsync(slot->data.data(), ref.length, ref.offset,
+    raw->PreadAsync(slot->data.buf_, ref.length, ref.offset,
                     [this, seq, f = std::move(f)](Result<size_t> r) mutable {
                       Complete(seq, std::move(r), std::move(f));
                     });
@@ -241,50 +367,86 @@ void PrefetchEngine::Complete(uint64_t seq, Result<size_t> r, std::shared_ptr<Fi
   if (close_after) {
     to_close_.push_back(std::move(close_after));
   }
-  ready_cv_.notify_all();
-  issue_cv_.notify_all();
+  // Wake only who can make progress: the consumer if this is the sample it waits for, one issuer
+  // if one sleeps and enough read slots are free (or a File needs closing).
+  if (seq == waiting_for_)
+    ready_cv_.notify_one();
+  // Files opened per sample hold an MDS open until closed: have them closed in small batches.
+  // (Shard and resolved Files are closed whenever an issuer wakes anyway.)
+  const bool close_now = !resolved_ && !options_.keep_sources_open && to_close_.size() >= 16;
+  if (ShouldWakeIssuer() || (issuers_waiting_ > 0 && close_now))
+    issue_cv_.notify_one();
   if (inflight_ == 0) {
     drained_cv_.notify_all();
   }
 }
 
-Result<std::optional<std::string>> PrefetchEngine::Next() {
+Result<std::optional<SampleBuffer>> PrefetchEngine::Next() {
+  std::vector<SampleBuffer> one;
+  CIUIC_ASSIGN_OR_RETURN(size_t n, NextBatch(1, &one));
+  if (n == 0)
+    return std::optional<SampleBuffer>();
+  return std::optional<SampleBuffer>(std::move(one.back()));
+}
+
+Result<size_t> PrefetchEngine::NextBatch(size_t n, std::vector<SampleBuffer>* out) {
   if (!started_) {
     return Status::InvalidArgument("prefetch engine not started");
   }
+  const size_t first = out->size();
   std::unique_lock<std::mutex> lock(mu_);
-  if (next_take_ >= order_.size()) {
-    return std::optional<std::string>();
-  }
-  uint64_t seq = next_take_;
-  auto ready = [&] {
-    auto it = slots_.find(seq);
-    return stop_ || (it != slots_.end() && it->second.ready);
+  bool freed = false;  // consumed budget no issuer was told about yet
+  // strict: about to wait for a sample not even issued yet, so any room must be used now.
+  auto wake_issuer = [&](bool strict) {
+    if (freed && (strict ? issuers_waiting_ > 0 && CanIssue() : ShouldWakeIssuer()))
+      issue_cv_.notify_one();
+    freed = false;
   };
-  if (!ready()) {
-    auto t0 = std::chrono::steady_clock::now();
-    ready_cv_.wait(lock, ready);
-    ++stats_.consumer_waits;
-    stats_.consumer_wait_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t taken = 0;
+  while (taken < n && next_take_ < order_.size()) {
+    const uint64_t seq = next_take_;
+    auto it = slots_.find(seq);
+    if (it == slots_.end() || !it->second.ready) {
+      if (stop_)
+        break;
+      wake_issuer(seq >= next_issue_);  // the budget this batch freed may be what reads need
+      auto t0 = std::chrono::steady_clock::now();
+      waiting_for_ = seq;
+      ready_cv_.wait(lock, [&] {
+        it = slots_.find(seq);
+        return stop_ || (it != slots_.end() && it->second.ready);
+      });
+      waiting_for_ = UINT64_MAX;
+      ++stats_.consumer_waits;
+      stats_.consumer_wait_s +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (it == slots_.end() || !it->second.ready)
+        break;  // stopped
+    }
+    Slot slot = std::move(it->second);
+    slots_.erase(it);
+    ++next_take_;
+    buffered_ -= order_[seq].length;
+    freed = true;
+    if (!slot.status.ok()) {
+      stop_ = true;
+      issue_cv_.notify_all();
+      lock.unlock();
+      out->resize(first);
+      return slot.status;
+    }
+    ++stats_.samples;
+    stats_.bytes += slot.data.size();
+    out->push_back(std::move(slot.data));
+    ++taken;
   }
-  auto it = slots_.find(seq);
-  if (it == slots_.end() || !it->second.ready) {
+  wake_issuer(false);
+  if (taken < n && next_take_ < order_.size()) {
+    lock.unlock();
+    out->resize(first);
     return Status::Aborted("prefetch engine stopped");
   }
-  Slot slot = std::move(it->second);
-  slots_.erase(it);
-  ++next_take_;
-  buffered_ -= order_[seq].length;
-  issue_cv_.notify_all();
-  if (!slot.status.ok()) {
-    stop_ = true;
-    issue_cv_.notify_all();
-    return slot.status;
-  }
-  ++stats_.samples;
-  stats_.bytes += slot.data.size();
-  return std::optional<std::string>(std::move(slot.data));
+  return taken;
 }
 
 PrefetchStats PrefetchEngine::stats() const {

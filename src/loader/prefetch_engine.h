@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -75,6 +76,34 @@ Result<std::shared_ptr<const ResolvedSources>> ResolveSources(Client& client,
                                                               const std::vector<std::string>& paths,
                                                               int threads);
 
+class SamplePool;
+
+// The bytes of one sample handed out by Next(). Its memory comes from the engine's pool of
+// sample buffers and goes back there when the SampleBuffer is destroyed, so that in steady state
+// a sample lands in memory that is already mapped and nothing is zero-filled first (in a VM each
+// first touch of a fresh page is a trap). May outlive the engine. Move-only.
+class SampleBuffer {
+ public:
+  SampleBuffer() = default;
+  SampleBuffer(SampleBuffer&& o) noexcept;
+  SampleBuffer& operator=(SampleBuffer&& o) noexcept;
+  ~SampleBuffer();
+
+  const char* data() const { return buf_; }
+  size_t size() const { return size_; }
+  std::string_view view() const { return {buf_, size_}; }
+
+ private:
+  friend class PrefetchEngine;
+  friend class SamplePool;
+  void Release();
+
+  char* buf_ = nullptr;
+  size_t size_ = 0;
+  size_t cap_ = 0;
+  std::shared_ptr<SamplePool> pool_;
+};
+
 class PrefetchEngine {
  public:
   // `client` must outlive the engine (the shared_ptr keeps it alive). `sources` are cluster paths.
@@ -92,7 +121,11 @@ class PrefetchEngine {
   Status Start();
   // The next sample's bytes in order, or nullopt after the last. A failed read returns its error
   // (naming the source path and offset); the engine is then finished.
-  Result<std::optional<std::string>> Next();
+  Result<std::optional<SampleBuffer>> Next();
+  // The next min(n, remaining) samples in order, appended to *out (one lock round trip and at
+  // most one wait per sample not yet read, instead of a call per sample). Returns how many were
+  // appended: 0 after the last. Errors as Next(); samples of a failed batch are dropped.
+  Result<size_t> NextBatch(size_t n, std::vector<SampleBuffer>* out);
   // Stops issuing and waits for reads in flight (also done by the destructor).
   void Stop();
 
@@ -101,11 +134,14 @@ class PrefetchEngine {
 
  private:
   struct Slot {
-    std::string data;
+    SampleBuffer data;
     bool ready = false;
     Status status;
   };
   void IssuerLoop();
+  bool CanIssue() const;          // with mu_ held: the next sample may be claimed now
+  bool ShouldWakeIssuer() const;  // with mu_ held: worth waking a sleeping issuer
+  void HandOff();         // before a blocking open: wake a sleeping issuer if there is work
   Result<std::shared_ptr<File>> Source(uint32_t index);
   void Complete(uint64_t seq, Result<size_t> r, std::shared_ptr<File> close_after);
 
@@ -121,10 +157,13 @@ class PrefetchEngine {
   std::condition_variable drained_cv_;  // inflight reached 0
   uint64_t next_issue_ = 0;             // next seq to claim
   uint64_t next_take_ = 0;              // next seq Next() returns
+  uint64_t waiting_for_ = UINT64_MAX;   // the seq the consumer sleeps on (none: UINT64_MAX)
+  int issuers_waiting_ = 0;             // issuer threads asleep on issue_cv_
   uint64_t buffered_ = 0;               // bytes claimed and not consumed
   int inflight_ = 0;
   bool stop_ = false;
   std::unordered_map<uint64_t, Slot> slots_;
+  std::shared_ptr<SamplePool> pool_;
   std::vector<std::shared_ptr<File>> to_close_;  // per-sample Files whose read finished
   PrefetchStats stats_;
 

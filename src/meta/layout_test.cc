@@ -141,6 +141,25 @@ TYPED_TEST(PlacementTest, ConsecutiveSmallFilesSpreadOverOsts) {
     EXPECT_EQ(n, 2) << "OST " << ost;
 }
 
+// A writer that creates files in a repeating pattern (ciuic pack: shard, index, shard, index...)
+// must not get all files of one kind on the same OSTs, as plain round-robin would give.
+TYPED_TEST(PlacementTest, AlternatingCreatesStillSpreadEachKind) {
+  for (uint32_t osts : {2u, 4u}) {
+    SCOPED_TRACE(osts);
+    this->RegisterOsts(osts);
+    std::map<uint32_t, int> shards, indexes;
+    for (uint32_t i = 0; i < 8 * osts; ++i) {
+      auto c = this->CreateHint(fmt::format("p{}-{}", osts, i), 4096);
+      ASSERT_OK(c);
+      ++(i % 2 == 0 ? shards : indexes)[c->layout().components(0).osts(0)];
+    }
+    EXPECT_EQ(shards.size(), osts);
+    EXPECT_EQ(indexes.size(), osts);
+    for (const auto& [ost, n] : shards)
+      EXPECT_EQ(n, 4) << "OST " << ost;
+  }
+}
+
 TYPED_TEST(PlacementTest, SizeHintAndRandomFlagPickStripeCounts) {
   this->RegisterOsts(16);
   auto seq = this->CreateHint("seq", 2 * kGiB);

@@ -128,9 +128,14 @@ std::vector<uint32_t> OstMap::Choose(uint32_t count) {
   const uint64_t start = rr_;
   rr_ += count;
   if (min_free >= max_free / 5 * 4) {
-    // Balanced: plain round-robin from a cursor that advances by what each file takes.
+    // Balanced: round-robin from a cursor that advances by what each file takes, shifted by one
+    // more OST on every lap. Plain round-robin locks into step with any writer that creates files
+    // in a repeating pattern: `ciuic pack` writes shard, index, shard, index..., which put every
+    // 64 MiB shard on the even OSTs and every small index on the odd ones. The shift breaks the
+    // step while consecutive files still land on different OSTs within a lap.
+    const uint64_t lap = start / up.size();
     for (uint32_t i = 0; i < count; ++i)
-      out.push_back(up[(start + i) % up.size()]->info.index());
+      out.push_back(up[(start + lap + i) % up.size()]->info.index());
     return out;
   }
   // Imbalanced: pick without replacement with probability proportional to free space, from a

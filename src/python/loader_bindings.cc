@@ -108,7 +108,7 @@ void RegisterLoader(py::module_& m) {
       .def(
           "next",
           [](PrefetchEngine& e) -> py::object {
-            Result<std::optional<std::string>> r;
+            Result<std::optional<loader::SampleBuffer>> r;
             {
               py::gil_scoped_release nogil;
               r = e.Next();
@@ -117,26 +117,24 @@ void RegisterLoader(py::module_& m) {
             if (!v) {
               return py::none();
             }
-            return py::bytes(*v);
+            return py::bytes(v->data(), v->size());
           },
           "The next sample's bytes in order, or None after the last.")
       .def(
           "next_batch",
           [](PrefetchEngine& e, size_t n) {
-            // Up to n samples (fewer only at the end); one GIL round trip per sample read.
-            py::list out;
-            for (size_t i = 0; i < n; ++i) {
-              Result<std::optional<std::string>> r;
-              {
-                py::gil_scoped_release nogil;
-                r = e.Next();
-              }
-              auto v = Unwrap(std::move(r));
-              if (!v) {
-                break;
-              }
-              out.append(py::bytes(*v));
+            // Up to n samples (fewer only at the end), waited for with the GIL dropped once.
+            std::vector<loader::SampleBuffer> got;
+            got.reserve(std::min<size_t>(n, 4096));
+            Result<size_t> r;
+            {
+              py::gil_scoped_release nogil;
+              r = e.NextBatch(n, &got);
             }
+            Unwrap(std::move(r));
+            py::list out(got.size());
+            for (size_t i = 0; i < got.size(); ++i)
+              out[i] = py::bytes(got[i].data(), got[i].size());
             return out;
           },
           py::arg("n"))
