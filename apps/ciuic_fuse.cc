@@ -160,6 +160,8 @@ int main(int argc, char** argv) {
   copts.cluster_file = conf;
   copts.client_name = fmt::format("fuse:{}", opts.mountpoint);
   copts.attr_cache_ms = 0;  // the kernel caches attributes (attr_timeout)
+  // ...but asks for a directory's after every create or unlink in it: serve those from the replies.
+  copts.dir_attr_cache_ms = static_cast<int>(opts.attr_timeout_s * 1000);
   auto client = ciuic::Client::Connect(copts);
   if (!client.ok()) {
     if (client.status().code() == ciuic::StatusCode::kUnavailable) {

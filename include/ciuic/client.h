@@ -71,6 +71,12 @@ struct ClientOptions {
   // (saves one MDS round trip per create/mkdir/unlink). Another client's rename of a directory
   // may be seen this much later; this client's own renames and rmdirs clear the cache.
   int dentry_cache_ms = 1000;
+  // Lifetime of a directory's attributes as returned by this client's own create, mkdir,
+  // symlink, unlink and rmdir in it: GetAttrAt(dir) serves them without an MDS round trip. 0
+  // disables. Any other mutation this client sends clears them; another client's changes may be
+  // seen this much later. A FUSE mount sets it to its attribute timeout (the kernel asks for the
+  // directory's attributes after every create or unlink in it).
+  int dir_attr_cache_ms = 0;
 };
 
 // Attributes of a file, directory or symlink.

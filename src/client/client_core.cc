@@ -250,7 +250,7 @@ Status ClientCore::MdsCall(net::MsgType type,
       ctx->add_groups(g);
   }
   if (mutation)
-    ClearAttrCache();
+    ClearAttrCache(type);
   const int64_t deadline = MonoMillis() + options_.ost_retry_ms;
   bool reopened = false;
   for (int attempt = 0;; ++attempt) {
@@ -638,12 +638,59 @@ void ClientCore::PutAttrCache(const std::string& key, const FileStat& st, uint64
   attr_cache_[key] = {st, MonoMillis() + options_.attr_cache_ms};
 }
 
-void ClientCore::ClearAttrCache() {
-  if (options_.attr_cache_ms <= 0)
+void ClientCore::ClearAttrCache(net::MsgType type) {
+  if (options_.attr_cache_ms <= 0 && options_.dir_attr_cache_ms <= 0)
     return;
+  bool dirs = true;
+  switch (type) {
+    case net::MsgType::kClose:
+    case net::MsgType::kUpdateSize:
+    case net::MsgType::kInstantiate:
+    case net::MsgType::kTruncateDone:
+    case net::MsgType::kFallocate:
+    case net::MsgType::kLock:
+      dirs = false;  // a regular file's data, size or locks: no directory changes
+      break;
+    default:
+      break;
+  }
   std::lock_guard<std::mutex> lock(attr_mu_);
   ++attr_gen_;
   attr_cache_.clear();
+  if (dirs) {
+    ++dir_gen_;
+    dir_attr_.clear();
+  }
+}
+
+uint64_t ClientCore::DirAttrGen() {
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  return dir_gen_;
+}
+
+bool ClientCore::LookupDirAttr(uint64_t seq, FileStat* st) {
+  if (options_.dir_attr_cache_ms <= 0)
+    return false;
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  auto it = dir_attr_.find(seq);
+  if (it == dir_attr_.end())
+    return false;
+  if (it->second.second < MonoMillis()) {
+    dir_attr_.erase(it);
+    return false;
+  }
+  *st = it->second.first;
+  return true;
+}
+
+void ClientCore::PutDirAttr(const FileStat& st, uint64_t gen) {
+  if (options_.dir_attr_cache_ms <= 0 || !st.is_dir())
+    return;
+  std::lock_guard<std::mutex> lock(attr_mu_);
+  // Our own mutation bumped the generation once; any other bump means a mutation raced with it.
+  if (dir_gen_ != gen + 1)
+    return;
+  dir_attr_[st.ino] = {st, MonoMillis() + options_.dir_attr_cache_ms};
 }
 
 void ClientCore::ClearDirCache() {

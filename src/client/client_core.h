@@ -188,7 +188,15 @@ class ClientCore {
   bool LookupAttrCache(const std::string& key, FileStat* st);
   uint64_t AttrCacheGen();
   void PutAttrCache(const std::string& key, const FileStat& st, uint64_t gen);
-  void ClearAttrCache();
+  // Before a mutation of `type` is sent: clears the path cache and, unless `type` never changes
+  // a directory's attributes (close, size updates, ...), the directory attribute cache.
+  void ClearAttrCache(net::MsgType type);
+  // Directory attributes from this client's own namespace mutations (dir_attr_cache_ms), keyed
+  // by FID sequence. `gen` is DirAttrGen() read before the mutation was sent: the entry is kept
+  // only if no other directory-changing mutation started since.
+  uint64_t DirAttrGen();
+  bool LookupDirAttr(uint64_t seq, FileStat* st);
+  void PutDirAttr(const FileStat& st, uint64_t gen);
 
   // Backoff before retry `attempt` (0-based), with jitter, in ms.
   static int64_t BackoffMs(int attempt);
@@ -255,6 +263,8 @@ class ClientCore {
 
   std::mutex attr_mu_;
   uint64_t attr_gen_ = 0;
+  uint64_t dir_gen_ = 0;  // guarded by attr_mu_
+  std::unordered_map<uint64_t, std::pair<FileStat, int64_t>> dir_attr_;  // guarded by attr_mu_
   std::unordered_map<std::string, std::pair<FileStat, int64_t>> attr_cache_;
 };
 

@@ -48,6 +48,13 @@ Result<T> WithCtx(Status st, const std::string& what, T value) {
   return value;
 }
 
+// Caches the parent directory's attributes a namespace mutation returned (dir_attr_cache_ms).
+template <typename Resp>
+void KeepParentAttr(ClientCore& core, const Resp& resp, uint64_t gen) {
+  if (resp.has_parent_attr())
+    core.PutDirAttr(FileStatFromAttr(resp.parent_attr()), gen);
+}
+
 }  // namespace
 
 FileStat ClientImpl::WithLocalSize(FileStat s) {
@@ -79,6 +86,9 @@ Result<FileStat> ClientImpl::LookupAt(const FileId& parent, const std::string& n
 }
 
 Result<FileStat> ClientImpl::GetAttrAt(const FileId& id) {
+  FileStat dir;
+  if (core_->LookupDirAttr(id.seq, &dir))
+    return dir;  // as this client's own create/unlink in it left it (dir_attr_cache_ms)
   pb::GetAttrReq req;
   SetFid(id, req.mutable_fid());
   pb::GetAttrResp resp;
@@ -215,9 +225,11 @@ Result<std::unique_ptr<File>> ClientImpl::CreateAt(
   req.set_truncate((flags & O_TRUNC) && acc != O_RDONLY);
   req.set_open_flags(static_cast<uint32_t>(flags));
   pb::CreateResp resp;
+  const uint64_t gen = core_->DirAttrGen();
   Status st = core_->Mds(net::MsgType::kCreate, &req, &resp, true);
   if (!st.ok())
     return st.WithContext(Name(parent, name));
+  KeepParentAttr(*core_, resp, gen);
   if (attr != nullptr)
     *attr = FileStatFromAttr(resp.attr());
   return FinishOpen(Name(parent, name), flags, resp.attr(), resp.layout(), resp.open_id(),
@@ -231,7 +243,10 @@ Result<FileStat> ClientImpl::MkdirAt(const FileId& parent, const std::string& na
   req.set_name(name);
   req.set_mode(S_IFDIR | (mode & 07777));
   pb::MkdirResp resp;
+  const uint64_t gen = core_->DirAttrGen();
   Status st = core_->Mds(net::MsgType::kMkdir, &req, &resp, true);
+  if (st.ok())
+    KeepParentAttr(*core_, resp, gen);
   return WithCtx(st, Name(parent, name), FileStatFromAttr(resp.attr()));
 }
 
@@ -253,7 +268,10 @@ Result<FileStat> ClientImpl::MknodAt(const FileId& parent,
   req.set_rdev(rdev);
   req.set_exclusive(true);
   pb::CreateResp resp;
+  const uint64_t gen = core_->DirAttrGen();
   Status st = core_->Mds(net::MsgType::kCreate, &req, &resp, true);
+  if (st.ok())
+    KeepParentAttr(*core_, resp, gen);
   return WithCtx(st, Name(parent, name), FileStatFromAttr(resp.attr()));
 }
 
@@ -269,7 +287,10 @@ Result<FileStat> ClientImpl::SymlinkAt(const std::string& target,
   req.set_name(name);
   req.set_target(target);
   pb::SymlinkResp resp;
+  const uint64_t gen = core_->DirAttrGen();
   Status st = core_->Mds(net::MsgType::kSymlink, &req, &resp, true);
+  if (st.ok())
+    KeepParentAttr(*core_, resp, gen);
   return WithCtx(st, Name(parent, name), FileStatFromAttr(resp.attr()));
 }
 
@@ -301,7 +322,10 @@ Status ClientImpl::UnlinkAt(const FileId& parent, const std::string& name) {
   req.set_name(name);
   req.set_dir(false);
   pb::UnlinkResp resp;
+  const uint64_t gen = core_->DirAttrGen();
   Status st = core_->Mds(net::MsgType::kUnlink, &req, &resp, true);
+  if (st.ok())
+    KeepParentAttr(*core_, resp, gen);
   return st.ok() ? st : st.WithContext(Name(parent, name));
 }
 
@@ -312,7 +336,10 @@ Status ClientImpl::RmdirAt(const FileId& parent, const std::string& name) {
   req.set_name(name);
   req.set_dir(true);
   pb::UnlinkResp resp;
+  const uint64_t gen = core_->DirAttrGen();
   Status st = core_->Mds(net::MsgType::kUnlink, &req, &resp, true);
+  if (st.ok())
+    KeepParentAttr(*core_, resp, gen);
   core_->ClearDirCache();  // path-based callers may have cached it
   return st.ok() ? st : st.WithContext(Name(parent, name));
 }

@@ -299,4 +299,61 @@ TEST(OpenResolvedTest, ReadsWithoutTheMdsAndFailsStaleOnceTheFileIsGone) {
 }
 
 }  // namespace
+// dir_attr_cache_ms: a directory's attributes as this client's own create/mkdir/unlink in it
+// returned them are served without an MDS round trip (the MDS may even be down), reflect the
+// change (mtime, nlink), and any other mutation of this client drops them.
+TEST(DirAttrCacheTest, OwnMutationsServeTheParentsAttributes) {
+  auto cluster = MiniCluster::Start({.num_oss = 1, .osts_per_oss = 1}).value();
+  ClientOptions o;
+  o.dir_attr_cache_ms = 60000;
+  o.ost_retry_ms = 200;  // calls the MDS must answer fail fast while it is stopped
+  auto client = cluster->NewClient(o).value();
+  const FileId root = client->RootId();
+  auto d = client->MkdirAt(root, "d", 0755);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  const FileId dir = IdOf(*d);
+  auto before = client->GetAttrAt(dir);
+  ASSERT_TRUE(before.ok());
+  ::usleep(2000);
+  ASSERT_TRUE(client->CreateAt(dir, "f", O_WRONLY | O_EXCL, 0644, nullptr).ok());
+  auto sub = client->MkdirAt(dir, "sub", 0755);
+  ASSERT_TRUE(sub.ok());
+  auto f2 = client->CreateAt(dir, "f2", O_WRONLY | O_EXCL, 0644, nullptr);
+  ASSERT_TRUE(f2.ok());
+  ASSERT_TRUE((*f2)->Pwrite("data", 4, 0).ok());
+  ASSERT_TRUE((*f2)->Close().ok());  // a file's close and size update leave directories alone
+  ASSERT_TRUE(cluster->StopMds().ok());
+  auto cached = client->GetAttrAt(dir);  // no MDS needed
+  ASSERT_TRUE(cached.ok()) << cached.status().ToString();
+  EXPECT_EQ(cached->nlink, 3u);  // the new subdirectory counts
+  EXPECT_GT(std::make_pair(cached->mtime_sec, cached->mtime_nsec),
+            std::make_pair(before->mtime_sec, before->mtime_nsec));
+  EXPECT_FALSE(client->GetAttrAt(IdOf(*sub)).ok());  // nothing cached for other directories
+  ASSERT_TRUE(cluster->RestartMds().ok());
+
+  // Unlink and rmdir leave the directory's new attributes too.
+  ASSERT_TRUE(client->UnlinkAt(dir, "f").ok());
+  ASSERT_TRUE(client->UnlinkAt(dir, "f2").ok());
+  ASSERT_TRUE(client->RmdirAt(dir, "sub").ok());
+  auto after = client->GetAttrAt(dir);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->nlink, 2u);
+
+  // Any other mutation drops them: a chmod of the directory is seen at once.
+  SetAttrRequest chmod;
+  chmod.set_mode = true;
+  chmod.mode = 0700;
+  ASSERT_TRUE(client->SetAttrAt(dir, chmod).ok());
+  EXPECT_EQ(client->GetAttrAt(dir)->mode & 07777, 0700u);
+
+  // Off by default: a client without it always asks the MDS.
+  ClientOptions po;
+  po.ost_retry_ms = 200;
+  auto plain = cluster->NewClient(po).value();
+  ASSERT_TRUE(plain->CreateAt(dir, "g", O_WRONLY | O_EXCL, 0644, nullptr).ok());
+  ASSERT_TRUE(cluster->StopMds().ok());
+  EXPECT_FALSE(plain->GetAttrAt(dir).ok());
+  ASSERT_TRUE(cluster->RestartMds().ok());
+}
+
 }  // namespace ciuic::testing

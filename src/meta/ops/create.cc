@@ -94,6 +94,7 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
       PutInode(t, rec);
     }
     FillAttr(rec, resp->mutable_attr());
+    FillAttr(dir, resp->mutable_parent_attr());
     *resp->mutable_layout() = rec.layout();
     resp->set_open_id(open_id);
     resp->set_created(false);
@@ -169,6 +170,7 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
   }
   PutInode(t, rec);
   FillAttr(rec, resp->mutable_attr());
+  FillAttr(dir, resp->mutable_parent_attr());
   *resp->mutable_layout() = rec.layout();
   resp->set_open_id(open_id);
   resp->set_created(true);
@@ -196,6 +198,7 @@ Status MetaService::Apply(Txn& t, const pb::MkdirReq& req, pb::MkdirResp* resp) 
   PutInode(t, rec);
   CIUIC_RETURN_IF_ERROR(AdjustInodeCount(t, 1));
   FillAttr(rec, resp->mutable_attr());
+  FillAttr(dir, resp->mutable_parent_attr());
   return Status::OK();
 }
 
@@ -225,6 +228,7 @@ Status MetaService::Apply(Txn& t, const pb::SymlinkReq& req, pb::SymlinkResp* re
   PutInode(t, rec);
   CIUIC_RETURN_IF_ERROR(AdjustInodeCount(t, 1));
   FillAttr(rec, resp->mutable_attr());
+  FillAttr(dir, resp->mutable_parent_attr());
   return Status::OK();
 }
 

@@ -13,7 +13,7 @@ namespace ciuic::meta {
 
 inline constexpr uint32_t kTaskDestroy = 1;
 
-Status MetaService::Apply(Txn& t, const pb::UnlinkReq& req, pb::UnlinkResp*) {
+Status MetaService::Apply(Txn& t, const pb::UnlinkReq& req, pb::UnlinkResp* resp) {
   const pb::ReqCtx& ctx = req.ctx();
   pb::InodeRecord dir;
   CIUIC_RETURN_IF_ERROR(GetDir(t, req.parent(), &dir));
@@ -46,6 +46,7 @@ Status MetaService::Apply(Txn& t, const pb::UnlinkReq& req, pb::UnlinkResp*) {
   }
   TouchDir(&dir, now);
   PutInode(t, dir);
+  FillAttr(dir, resp->mutable_parent_attr());
   return Status::OK();
 }
 
