@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -242,6 +243,9 @@ class File {
   virtual Status Fsync() = 0;
   // Sends buffered data and waits for writes in flight (not durable yet); publishes the size.
   virtual Status Flush() = 0;
+  // Flush without blocking when there is nothing to do (nothing buffered, no write in flight, no
+  // size to publish): returns what Flush would return then. nullopt: call Flush.
+  virtual std::optional<Status> FlushIfIdle() = 0;
   // Sets the file size (as ftruncate): shrinking punches the objects, growing reads as zeros.
   virtual Status Truncate(uint64_t size) = 0;
   // Reserves space for [offset, offset+len) and, unless keep_size, extends the size (size hint
@@ -359,6 +363,9 @@ class Client {
   virtual Result<FileStat> LookupAt(const FileId& parent, const std::string& name) = 0;
   // Attributes of the file; the size includes unflushed writes of Files open in this Client.
   virtual Result<FileStat> GetAttrAt(const FileId& id) = 0;
+  // What GetAttrAt would return from this client's caches alone (dir_attr_cache_ms), without
+  // blocking; nullopt when it would ask the MDS.
+  virtual std::optional<FileStat> CachedAttrAt(const FileId& id) = 0;
   // Applies `req` (a size change truncates as File::Truncate does) and returns the new attributes.
   virtual Result<FileStat> SetAttrAt(const FileId& id, const SetAttrRequest& req) = 0;
   // Opens an existing regular file with open(2) flags (O_TRUNC applies); `attr` (optional) gets

@@ -61,6 +61,7 @@ class ClientImpl : public Client {
   FileId RootId() const override;
   Result<FileStat> LookupAt(const FileId& parent, const std::string& name) override;
   Result<FileStat> GetAttrAt(const FileId& id) override;
+  std::optional<FileStat> CachedAttrAt(const FileId& id) override;
   Result<FileStat> SetAttrAt(const FileId& id, const SetAttrRequest& req) override;
   Result<std::unique_ptr<File>> OpenAt(const FileId& id, int flags, FileStat* attr) override;
   Result<std::unique_ptr<File>> OpenResolved(const FileId& id,

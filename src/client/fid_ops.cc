@@ -85,6 +85,13 @@ Result<FileStat> ClientImpl::LookupAt(const FileId& parent, const std::string& n
   return WithLocalSize(FileStatFromAttr(resp.attr()));
 }
 
+std::optional<FileStat> ClientImpl::CachedAttrAt(const FileId& id) {
+  FileStat dir;
+  if (core_->LookupDirAttr(id.seq, &dir))
+    return dir;
+  return std::nullopt;
+}
+
 Result<FileStat> ClientImpl::GetAttrAt(const FileId& id) {
   FileStat dir;
   if (core_->LookupDirAttr(id.seq, &dir))

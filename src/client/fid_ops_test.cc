@@ -320,9 +320,17 @@ TEST(DirAttrCacheTest, OwnMutationsServeTheParentsAttributes) {
   ASSERT_TRUE(sub.ok());
   auto f2 = client->CreateAt(dir, "f2", O_WRONLY | O_EXCL, 0644, nullptr);
   ASSERT_TRUE(f2.ok());
+  EXPECT_TRUE((*f2)->FlushIfIdle().has_value());  // nothing written yet: nothing to flush
   ASSERT_TRUE((*f2)->Pwrite("data", 4, 0).ok());
+  EXPECT_FALSE((*f2)->FlushIfIdle().has_value());  // buffered bytes and a size to publish
+  ASSERT_TRUE((*f2)->Flush().ok());
+  auto idle = (*f2)->FlushIfIdle();
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_TRUE(idle->ok());
   ASSERT_TRUE((*f2)->Close().ok());  // a file's close and size update leave directories alone
   ASSERT_TRUE(cluster->StopMds().ok());
+  ASSERT_TRUE(client->CachedAttrAt(dir).has_value());
+  EXPECT_FALSE(client->CachedAttrAt(IdOf(*sub)).has_value());
   auto cached = client->GetAttrAt(dir);  // no MDS needed
   ASSERT_TRUE(cached.ok()) << cached.status().ToString();
   EXPECT_EQ(cached->nlink, 3u);  // the new subdirectory counts
@@ -344,6 +352,7 @@ TEST(DirAttrCacheTest, OwnMutationsServeTheParentsAttributes) {
   chmod.set_mode = true;
   chmod.mode = 0700;
   ASSERT_TRUE(client->SetAttrAt(dir, chmod).ok());
+  EXPECT_FALSE(client->CachedAttrAt(dir).has_value());
   EXPECT_EQ(client->GetAttrAt(dir)->mode & 07777, 0700u);
 
   // Off by default: a client without it always asks the MDS.

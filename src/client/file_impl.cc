@@ -565,6 +565,30 @@ Status OpenFile::Flush() {
   return PublishSize(core_.get(), node_.get(), false).WithContext(path_);
 }
 
+std::optional<Status> OpenFile::FlushIfIdle() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || write_ops_ != 0)
+      return std::nullopt;
+  }
+  {
+    std::lock_guard<std::mutex> lock(wb_mu_);
+    if (wb_len_ != 0)
+      return std::nullopt;
+  }
+  {
+    std::lock_guard<std::mutex> lock(flight_mu_);
+    if (flights_ != 0)
+      return std::nullopt;
+  }
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    if (node_->size_dirty)
+      return std::nullopt;
+  }
+  return LatchedError();
+}
+
 Status OpenFile::Fsync() {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -69,6 +69,7 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   void PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallback cb);
   Status Fsync();
   Status Flush();
+  std::optional<Status> FlushIfIdle();
   Status Truncate(uint64_t size);
   Status Allocate(uint64_t offset, uint64_t len, bool keep_size);
   Result<FileStat> Stat();
@@ -210,6 +211,7 @@ class FileImpl : public File {
   }
   Status Fsync() override { return f_->Fsync(); }
   Status Flush() override { return f_->Flush(); }
+  std::optional<Status> FlushIfIdle() override { return f_->FlushIfIdle(); }
   Status Truncate(uint64_t size) override { return f_->Truncate(size); }
   Status Allocate(uint64_t offset, uint64_t len, bool keep_size) override {
     return f_->Allocate(offset, len, keep_size);

@@ -159,6 +159,13 @@ void OpGetattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   Impl* self = Self(req);
   const FileId id = self->IdOf(ino);
   Impl::Handle* h = fi != nullptr ? Impl::HandleOf(fi) : nullptr;
+  if (h == nullptr) {
+    // A directory's attributes as this mount's own create/unlink in it left them: no round trip.
+    if (auto cached = self->client().CachedAttrAt(id)) {
+      ReplyAttr(self, req, *cached);
+      return;
+    }
+  }
   self->Meta(req, [self, req, id, h] {
     auto r = h != nullptr ? h->file->Stat() : self->client().GetAttrAt(id);
     if (r.ok()) {
@@ -444,6 +451,13 @@ void OpFlush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info* fi) {
   // close(2) drops the closing process's fcntl locks on the file (POSIX).
   const bool unlock = self->TakeLockOwner(LockKind::kPosix, ino, fi->lock_owner);
   const uint64_t owner = fi->lock_owner;
+  if (!unlock) {
+    // Most closes have nothing to send: answer here rather than hand the request to the pool.
+    if (auto st = h->file->FlushIfIdle()) {
+      fuse_reply_err(req, st->ToErrno());
+      return;
+    }
+  }
   self->Meta(
       req,
       [self, req, h, ino, unlock, owner] {
