@@ -8,6 +8,8 @@
 #include <exception>
 #include <future>
 
+#include <type_traits>
+
 #include <fmt/format.h>
 
 #include "common/logging.h"
@@ -26,8 +28,11 @@ class Job {
   virtual Status Apply(MetaService* svc, Txn& t) = 0;
   virtual std::string SerializeResp() const { return {}; }
   virtual void RestoreResp(const std::string& body) { (void)body; }
-  // Delivers the outcome; called exactly once, on the writer thread (or the submitting thread
-  // when the job was refused).
+  // The mutation may ask for a synced WAL write (fsync): it then always goes to the writer
+  // thread, never inline on a network thread.
+  virtual bool may_sync() const { return false; }
+  // Delivers the outcome; called exactly once, on the thread that ran its group (the writer,
+  // or the submitting thread for a mutation run inline or refused).
   virtual void Finish(Status st) = 0;
 };
 
@@ -52,6 +57,15 @@ class TypedJob : public Job {
       return req_.ctx().seq();
     } else {
       return 0;
+    }
+  }
+  bool may_sync() const override {
+    if constexpr (std::is_same_v<Req, pb::FsyncDirReq>) {
+      return true;
+    } else if constexpr (requires { req_.sync(); }) {
+      return req_.sync();
+    } else {
+      return false;
     }
   }
   Status Apply(MetaService* svc, Txn& t) override {
@@ -262,16 +276,31 @@ Status MetaService::Load() {
 }
 
 bool MetaService::Enqueue(std::unique_ptr<Job> job) {
-  {
-    std::lock_guard lock(q_mu_);
-    if (!stopping_ && queue_.size() < options_.max_queue) {
-      queue_.push_back(std::move(job));
-      q_cv_.notify_one();
-      return true;
-    }
+  std::unique_lock lock(q_mu_);
+  if (stopping_ || queue_.size() >= options_.max_queue) {
+    lock.unlock();
+    job->Finish(Status::Unavailable("MDS busy: mutation queue full or stopping"));
+    return false;
   }
-  job->Finish(Status::Unavailable("MDS busy: mutation queue full or stopping"));
-  return false;
+  if (options_.inline_mutations && queue_.empty() && !group_running_ && !job->may_sync()) {
+    // Nothing queued and no group running: apply and commit it here, on the submitting (network)
+    // thread, rather than wake the writer thread and have it hand the reply back (two context
+    // switches per mutation). Under load mutations queue up behind this one and the writer
+    // commits them as a group, as before. Synced (fsync) mutations always go to the writer.
+    group_running_ = true;
+    lock.unlock();
+    std::deque<std::unique_ptr<Job>> one;
+    one.push_back(std::move(job));
+    RunGroup(one);
+    lock.lock();
+    group_running_ = false;
+    if (!queue_.empty() || stopping_)
+      q_cv_.notify_all();
+    return true;
+  }
+  queue_.push_back(std::move(job));
+  q_cv_.notify_all();
+  return true;
 }
 
 void MetaService::WriterLoop() {
@@ -281,20 +310,29 @@ void MetaService::WriterLoop() {
     {
       std::unique_lock lock(q_mu_);
       q_cv_.wait_for(lock, std::chrono::milliseconds(options_.tick_ms),
-                     [this] { return stopping_ || !queue_.empty(); });
+                     [this] { return stopping_ || (!queue_.empty() && !group_running_); });
+      // One group at a time: wait out a mutation running inline on a network thread.
+      q_cv_.wait(lock, [this] { return !group_running_; });
       if (queue_.empty() && stopping_)
         break;
       while (!queue_.empty() && jobs.size() < options_.max_group) {
         jobs.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
+      if (NowMs() >= next_tick) {
+        jobs.push_front(std::make_unique<TickJob>(nullptr));
+        next_tick = NowMs() + options_.tick_ms;
+      }
+      if (jobs.empty())
+        continue;
+      group_running_ = true;
     }
-    if (NowMs() >= next_tick) {
-      jobs.push_front(std::make_unique<TickJob>(nullptr));
-      next_tick = NowMs() + options_.tick_ms;
+    RunGroup(jobs);
+    {
+      std::lock_guard lock(q_mu_);
+      group_running_ = false;
     }
-    if (!jobs.empty())
-      RunGroup(jobs);
+    q_cv_.notify_all();
   }
 }
 

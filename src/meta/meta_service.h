@@ -56,6 +56,9 @@ struct MetaOptions {
   uint32_t max_tasks_per_heartbeat = 1024;
   uint32_t max_readdir_entries = 4096;
   uint32_t tick_ms = 200;  // lease and heartbeat checks
+  // A mutation that finds the queue empty and no group running is applied and committed on the
+  // thread that submits it (the MDS network thread) instead of the writer thread.
+  bool inline_mutations = true;
   // Tests only: squeeze name hashes into [3, 3 + mask] to force readdir cookie collisions.
   uint64_t test_name_hash_mask = 0;
 };
@@ -287,6 +290,7 @@ class MetaService {
   std::condition_variable q_cv_;
   std::deque<std::unique_ptr<Job>> queue_;  // guarded by q_mu_
   bool stopping_ = false;                   // guarded by q_mu_
+  bool group_running_ = false;  // a group commit is running (writer or inline); guarded by q_mu_
   std::thread writer_;
   std::once_flag stop_once_;
 };
