@@ -3,18 +3,21 @@
 //
 // One method per operation, taking and returning the wire messages of src/proto/ciuic.proto.
 // Reads (Lookup, GetAttr, ReadDir, ...) run on the calling thread straight from the store.
-// Mutations are queued to ONE writer thread, which validates and applies them in order and
-// commits each group of queued mutations with a single atomic WriteBatch (one WAL write): no
-// check-then-write races. Each mutation comes in two forms: `Create(req)` blocks until the
-// result is committed; `CreateAsync(req, done)` queues and calls `done` on the writer thread
-// (kUnavailable at once when the queue is full). A mutation whose ReqCtx carries a session and
+// Mutations run one group at a time, in order: queued ones on ONE writer thread, which
+// validates and applies them and commits each group with a single atomic WriteBatch (one WAL
+// write): no check-then-write races. A mutation submitted while nothing is queued or running
+// (and that cannot ask for fsync) is applied and committed on the submitting thread instead
+// (inline_mutations): the same code, without two thread hand-offs. Each mutation comes in two
+// forms: `Create(req)` blocks until the result is committed; `CreateAsync(req, done)` calls
+// `done` once it is committed, on the thread that ran it (writer or submitter; kUnavailable at
+// once when the queue is full). A mutation whose ReqCtx carries a session and
 // a non-zero seq is answered from the session's reply cache when retried.
 //
 // Durability: mutations use an unsynced WAL write except UpdateSize(sync) and FsyncDir, whose
 // group is written with a synced WAL write (which also makes every earlier write durable).
 //
 // Thread-safety: every public method may be called from any thread, except that the blocking
-// mutation forms must not be called from the writer thread (i.e. from a `done` callback).
+// mutation forms must not be called from a `done` callback.
 #pragma once
 
 #include <atomic>
