@@ -263,7 +263,7 @@ class ClientCore {
 
   std::mutex attr_mu_;
   uint64_t attr_gen_ = 0;
-  uint64_t dir_gen_ = 0;  // guarded by attr_mu_
+  uint64_t dir_gen_ = 0;                                                 // guarded by attr_mu_
   std::unordered_map<uint64_t, std::pair<FileStat, int64_t>> dir_attr_;  // guarded by attr_mu_
   std::unordered_map<std::string, std::pair<FileStat, int64_t>> attr_cache_;
 };

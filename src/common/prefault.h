@@ -43,8 +43,8 @@ class FreshBuffer {
     constexpr size_t kHuge = size_t{2} << 20;
     const size_t len = ((size == 0 ? 1 : size) + 4095) & ~size_t{4095};
     const size_t extra = len >= kHuge ? kHuge : 0;
-    void* m = ::mmap(nullptr, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    void* m =
+        ::mmap(nullptr, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
       return nullptr;
     auto* base = static_cast<char*>(m);
@@ -67,10 +67,16 @@ class FreshBuffer {
 
   FreshBuffer(const FreshBuffer&) = delete;
   FreshBuffer& operator=(const FreshBuffer&) = delete;
-  ~FreshBuffer() { (void)::munmap(data_, mapped_); }
+  ~FreshBuffer() {
+    (void)::munmap(data_, mapped_);
+  }
 
-  char* data() const { return data_; }
-  size_t size() const { return size_; }
+  char* data() const {
+    return data_;
+  }
+  size_t size() const {
+    return size_;
+  }
 
  private:
   FreshBuffer(char* data, size_t size, size_t mapped) : data_(data), size_(size), mapped_(mapped) {}

@@ -141,7 +141,7 @@ class PrefetchEngine {
   void IssuerLoop();
   bool CanIssue() const;          // with mu_ held: the next sample may be claimed now
   bool ShouldWakeIssuer() const;  // with mu_ held: worth waking a sleeping issuer
-  void HandOff();         // before a blocking open: wake a sleeping issuer if there is work
+  void HandOff();                 // before a blocking open: wake a sleeping issuer if there is work
   Result<std::shared_ptr<File>> Source(uint32_t index);
   void Complete(uint64_t seq, Result<size_t> r, std::shared_ptr<File> close_after);
 

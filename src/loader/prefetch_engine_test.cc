@@ -51,9 +51,9 @@ TEST(PrefetchEngineTest, ReturnsSamplesInTheGivenOrderWithinBudget) {
       break;
     }
     const SampleRef& ref = order[n++];
-    EXPECT_EQ((*r)->view(), Bytes(static_cast<int>(ref.source) * 100 +
-                                       static_cast<int>(ref.offset / 5000),
-                                   5000));
+    EXPECT_EQ(
+        (*r)->view(),
+        Bytes(static_cast<int>(ref.source) * 100 + static_cast<int>(ref.offset / 5000), 5000));
   }
   EXPECT_EQ(n, order.size());
   EXPECT_LE(engine.stats().peak_buffered, 20000u);

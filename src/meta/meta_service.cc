@@ -7,7 +7,6 @@
 #include <chrono>
 #include <exception>
 #include <future>
-
 #include <type_traits>
 
 #include <fmt/format.h>

@@ -557,8 +557,7 @@ TYPED_TEST(NamespaceTest, IdleMutationsRunInlineFsyncOnTheWriter) {
       EXPECT_TRUE(r.ok());
       ran.set_value(std::this_thread::get_id());
     });
-    if (ran_on.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
-        ran_on.get() == me)
+    if (ran_on.wait_for(std::chrono::seconds(0)) == std::future_status::ready && ran_on.get() == me)
       ++inline_runs;
     else
       ran_on.wait();
