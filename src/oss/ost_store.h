@@ -124,6 +124,10 @@ class OstStore {
   Status Sync(std::vector<ObjectId> ids);
   Status Punch(const ObjectId& id, uint64_t length);
   Status Destroy(const ObjectId& id);
+  // Destroys many objects with one directory sync for all of them (the MDS's destroy tasks after
+  // a large data set is removed): a directory fsync per object would take the disk from every
+  // other writer. (*results)[i] is the outcome of ids[i]; each is durable once this returns.
+  void DestroyMany(const std::vector<ObjectId>& ids, std::vector<Status>* results);
   Result<ObjStat> Stat(const ObjectId& id);
   // Reads and verifies [offset, offset+length) here (tests, scrub): kCorruption naming the OST,
   // the object and the offset of the first bad block, which is also logged.
@@ -192,7 +196,8 @@ class OstStore {
   // Blocking steps, run on the pool.
   Status SyncObjects(const std::vector<ObjectRef>& objs);
   Status PunchImpl(const ObjectId& id, uint64_t length);
-  Status DestroyImpl(const ObjectId& id);
+  // sync_dir: make the removal durable now (else the caller syncs the objects directory).
+  Status DestroyImpl(const ObjectId& id, bool sync_dir = true);
   void AcquireExclusive(const ObjectRef& obj, std::function<void()> fn);
   void ReleaseExclusive(const ObjectRef& obj);
   void AcquireExclusiveBlocking(const ObjectRef& obj);

@@ -273,7 +273,7 @@ void OstStore::DestroyAsync(const ObjectId& id, StatusCallback cb) {
   }
 }
 
-Status OstStore::DestroyImpl(const ObjectId& id) {
+Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir) {
   const std::string data_path = ObjectPath(id);
   ObjectRef obj;
   {
@@ -309,7 +309,8 @@ Status OstStore::DestroyImpl(const ObjectId& id) {
     if (!st.ok() && st.code() != StatusCode::kNotFound)
       return OstError(st, &id, "destroy");
   }
-  CIUIC_RETURN_IF_ERROR(OstError(engine_->SyncDir(objects_dir_), &id, "destroy"));
+  if (sync_dir)
+    CIUIC_RETURN_IF_ERROR(OstError(engine_->SyncDir(objects_dir_), &id, "destroy"));
   if (had_marks)
     dirty_log_->Clean(id, seq).IgnoreError();  // the files are gone anyway
   return Status::OK();
@@ -317,6 +318,40 @@ Status OstStore::DestroyImpl(const ObjectId& id) {
 
 Status OstStore::Destroy(const ObjectId& id) {
   return Wait<Status>([&](StatusCallback cb) { DestroyAsync(id, std::move(cb)); });
+}
+
+void OstStore::DestroyMany(const std::vector<ObjectId>& ids, std::vector<Status>* results) {
+  results->assign(ids.size(), Status::OK());
+  if (ids.empty())
+    return;
+  Status st = Wait<Status>([&](StatusCallback cb) {
+    if (!BeginOp()) {
+      cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
+      return;
+    }
+    auto task = std::make_shared<StatusCallback>(std::move(cb));
+    if (!RunBlocking([this, &ids, results, task] {
+          bool any = false;
+          for (size_t i = 0; i < ids.size(); ++i) {
+            (*results)[i] = DestroyImpl(ids[i], /*sync_dir=*/false);
+            any |= (*results)[i].ok();
+          }
+          // One sync makes every tombstone and removal above durable.
+          Status synced =
+              any ? OstError(engine_->SyncDir(objects_dir_), nullptr, "destroy") : Status::OK();
+          (*task)(std::move(synced));
+          EndOp();
+        })) {
+      (*task)(Status::Unavailable(fmt::format("OST {}: blocking queue full", options_.index)));
+      EndOp();
+    }
+  });
+  if (!st.ok()) {
+    for (Status& r : *results) {
+      if (r.ok())
+        r = st;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -232,6 +232,34 @@ TEST_F(OstStoreMemTest, DestroyLeavesATombstoneThatSurvivesRestart) {
   EXPECT_TRUE(s->Write(Obj(67), 0, Pattern(10, 8)).ok());
 }
 
+// DestroyMany: one directory sync for the whole batch, and every destroy in it is as durable as
+// a Destroy of its own (tombstones survive a power cut); objects outside the batch are untouched.
+TEST_F(OstStoreMemTest, DestroyManyIsDurableWithOneSync) {
+  auto s = MustOpen();
+  std::vector<ObjectId> ids;
+  for (int i = 0; i < 5; ++i) {
+    ids.push_back(Obj(400 + i));
+    ASSERT_TRUE(s->Write(ids.back(), 0, Pattern(5000, i)).ok());
+  }
+  ASSERT_TRUE(s->Write(Obj(499), 0, Pattern(5000, 9)).ok());
+  ASSERT_TRUE(s->Sync({ids[0], ids[1], ids[2], ids[3], ids[4], Obj(499)}).ok());
+  ids.push_back(Obj(450));  // never written: still leaves a tombstone
+  std::vector<Status> results;
+  s->DestroyMany(ids, &results);
+  ASSERT_EQ(results.size(), ids.size());
+  for (const Status& r : results)
+    EXPECT_TRUE(r.ok()) << r.ToString();
+  s->DestroyMany({}, &results);
+  EXPECT_TRUE(results.empty());
+  s = PowerCycle(std::move(s));
+  for (const ObjectId& id : ids) {
+    EXPECT_FALSE(s->Stat(id)->exists) << id.FileName();
+    EXPECT_EQ(s->Write(id, 0, Pattern(10, 8)).status().code(), StatusCode::kStale);
+  }
+  auto kept = ReadVerified(*s, Obj(499), 0, 5000);
+  EXPECT_TRUE(kept == Pattern(5000, 9));
+}
+
 TEST_F(OstStoreMemTest, FullOstFailsCleanlyAndKeepsWhatWasWritten) {
   auto s = MustOpen();
   engine_.SetCapacity(engine_.UsedBytes() + (1 << 20));
