@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -514,6 +516,7 @@ TEST_F(OstStoreMemTest, OutOfHandlesClosesIdleObjectsAndRetries) {
   o.cluster_uuid = kUuid;
   o.engine = &engine_;
   o.max_cached_objects = 1000;  // the cap never bites: only EMFILE makes room
+  const size_t base = engine_.OpenHandles();
   auto s = OstStore::Open(o);
   ASSERT_TRUE(s.ok());
   engine_.SetMaxOpenHandles(engine_.OpenHandles() + 20);
@@ -524,6 +527,11 @@ TEST_F(OstStoreMemTest, OutOfHandlesClosesIdleObjectsAndRetries) {
   EXPECT_GT((*s)->TEST_Evictions(), 0u);
   engine_.SetMaxOpenHandles(0);
   s->reset();
+  // The last object references can be dropped by the engine's completion thread just after the
+  // store is gone: wait for those handles, or the full table below would free up under us.
+  for (int i = 0; i < 500 && engine_.OpenHandles() != base; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(engine_.OpenHandles(), base);
   // Nothing to close: a clear, retryable error, and success once handles are free again.
   s = OstStore::Open(o);
   ASSERT_TRUE(s.ok());
