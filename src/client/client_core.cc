@@ -38,6 +38,21 @@ CallerOverride& CurrentCaller() {
   return caller;
 }
 
+// Looks `key` up in a cache of (value, expiry in MonoMillis) entries: copies a live value to
+// *out; drops an expired one. Caller holds the cache's lock.
+template <typename Map, typename Key, typename Value>
+bool TakeFresh(Map& cache, const Key& key, Value* out) {
+  auto it = cache.find(key);
+  if (it == cache.end())
+    return false;
+  if (it->second.second < MonoMillis()) {
+    cache.erase(it);
+    return false;
+  }
+  *out = it->second.first;
+  return true;
+}
+
 }  // namespace
 }  // namespace ciuic::client
 
@@ -587,15 +602,7 @@ bool ClientCore::LookupDirCache(const std::string& path, Fid* fid) {
   if (options_.dentry_cache_ms <= 0)
     return false;
   std::lock_guard<std::mutex> lock(dir_mu_);
-  auto it = dir_cache_.find(path);
-  if (it == dir_cache_.end())
-    return false;
-  if (it->second.second < MonoMillis()) {
-    dir_cache_.erase(it);
-    return false;
-  }
-  *fid = it->second.first;
-  return true;
+  return TakeFresh(dir_cache_, path, fid);
 }
 
 void ClientCore::PutDirCache(const std::string& path, const Fid& fid) {
@@ -611,15 +618,7 @@ bool ClientCore::LookupAttrCache(const std::string& key, FileStat* st) {
   if (options_.attr_cache_ms <= 0)
     return false;
   std::lock_guard<std::mutex> lock(attr_mu_);
-  auto it = attr_cache_.find(key);
-  if (it == attr_cache_.end())
-    return false;
-  if (it->second.second < MonoMillis()) {
-    attr_cache_.erase(it);
-    return false;
-  }
-  *st = it->second.first;
-  return true;
+  return TakeFresh(attr_cache_, key, st);
 }
 
 uint64_t ClientCore::AttrCacheGen() {
@@ -672,15 +671,7 @@ bool ClientCore::LookupDirAttr(uint64_t seq, FileStat* st) {
   if (options_.dir_attr_cache_ms <= 0)
     return false;
   std::lock_guard<std::mutex> lock(attr_mu_);
-  auto it = dir_attr_.find(seq);
-  if (it == dir_attr_.end())
-    return false;
-  if (it->second.second < MonoMillis()) {
-    dir_attr_.erase(it);
-    return false;
-  }
-  *st = it->second.first;
-  return true;
+  return TakeFresh(dir_attr_, seq, st);
 }
 
 void ClientCore::PutDirAttr(const FileStat& st, uint64_t gen) {

@@ -1,7 +1,6 @@
 #include "oss/oss_server.h"
 
 #include <algorithm>
-
 #include <map>
 
 #include <fmt/format.h>
