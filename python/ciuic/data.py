@@ -144,6 +144,9 @@ class ShardDataset(_Dataset):
         if not shards:
             raise FileNotFoundError(2, f"{root}: no .tar shards")
         self.sources = shards
+        # (FID, layout, size) of every shard, once: the engine then opens a shard (again, after
+        # its LRU of open shards dropped it under a global shuffle) with no MDS round trip.
+        self.resolved = _ciuic.resolve_sources(client, shards, 8)
         source, offset, length, names, shard_of = [], [], [], [], []
         for i, shard in enumerate(shards):
             members = self._index(shard, build_missing_index)

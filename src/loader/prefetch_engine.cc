@@ -229,7 +229,7 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
   OpenOptions oo;
   oo.random_access = true;  // the engine knows the order: no readahead guesses
   const std::string& path = sources_[index];
-  if (resolved_) {
+  if (resolved_ && !options_.keep_sources_open) {
     const ResolvedSource& r = (*resolved_)[index];
     CIUIC_ASSIGN_OR_RETURN(auto f, client_->OpenResolved(r.id, r.layout, r.size, path));
     return std::shared_ptr<File>(std::move(f));
@@ -250,10 +250,16 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
     lru_.splice(lru_.begin(), lru_, it->second.second);
     return it->second.first;
   }
-  HandOff();
-  CIUIC_ASSIGN_OR_RETURN(auto opened, client_->Open(path, O_RDONLY, 0, oo));
-  std::shared_ptr<File> f(std::move(opened));
-  {
+  std::shared_ptr<File> f;
+  if (resolved_) {
+    // Resolved shards open without an MDS round trip, so an LRU miss costs nothing remote.
+    const ResolvedSource& r = (*resolved_)[index];
+    CIUIC_ASSIGN_OR_RETURN(auto opened, client_->OpenResolved(r.id, r.layout, r.size, path));
+    f = std::shared_ptr<File>(std::move(opened));
+  } else {
+    HandOff();
+    CIUIC_ASSIGN_OR_RETURN(auto opened, client_->Open(path, O_RDONLY, 0, oo));
+    f = std::shared_ptr<File>(std::move(opened));
     std::lock_guard<std::mutex> stats_lock(mu_);
     ++stats_.opens;
   }

@@ -5,7 +5,8 @@
 // A sample is (source, offset, length): a byte range of one of the data set's source files (a tar
 // shard, or one sample file with offset 0 and its full length). Sources are resolved once per
 // engine: shards stay open (an LRU of open Files), so a sample costs one read and no MDS round
-// trip; one-file-per-sample sources are either resolved once per data set (ResolveSources: then a
+// trip (shards resolved once per data set reopen without one after the LRU dropped them);
+// one-file-per-sample sources are either resolved once per data set (ResolveSources: then a
 // sample is one read and no MDS round trip either) or opened, read and closed per sample.
 //
 // Threads: `opener_threads` issuer threads claim samples in order, open their source if needed

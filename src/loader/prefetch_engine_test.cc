@@ -182,5 +182,43 @@ TEST(PrefetchEngineTest, ResolvedSourcesReadWithoutOpens) {
   EXPECT_EQ(wrong.Start().code(), StatusCode::kInvalidArgument);
 }
 
+// Shards resolved once and read in an order that hops between more shards than the engine keeps
+// open: every LRU miss reopens from the resolved layout, so the epoch needs no MDS at all (it is
+// stopped before the engine starts).
+TEST(PrefetchEngineTest, ResolvedShardsReopenWithoutTheMds) {
+  auto cluster = testing::MiniCluster::Start({.num_oss = 1, .osts_per_oss = 2}).value();
+  std::shared_ptr<Client> client(cluster->NewClient().value());
+  std::vector<std::string> sources;
+  for (int s = 0; s < 6; ++s) {
+    std::string shard;
+    for (int i = 0; i < 4; ++i)
+      shard += Bytes(s * 10 + i, 3000);
+    sources.push_back(fmt::format("/shard{}", s));
+    ASSERT_TRUE(client->WriteFile(sources.back(), shard).ok());
+  }
+  std::vector<SampleRef> order;
+  for (int i = 0; i < 4; ++i) {
+    for (int s = 0; s < 6; ++s)
+      order.push_back(
+          {static_cast<uint32_t>((s * 5 + i) % 6), static_cast<uint64_t>(i) * 3000, 3000});
+  }
+  auto resolved = ResolveSources(*client, sources, 3);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  ASSERT_TRUE(cluster->StopMds().ok());
+  PrefetchOptions o;
+  o.max_open_sources = 2;  // far fewer than the shards the order hops between
+  PrefetchEngine engine(client, sources, order, o, *resolved);
+  ASSERT_TRUE(engine.Start().ok());
+  for (const SampleRef& ref : order) {
+    auto r = engine.Next();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->has_value());
+    EXPECT_EQ((*r)->view(),
+              Bytes(static_cast<int>(ref.source) * 10 + static_cast<int>(ref.offset / 3000), 3000));
+  }
+  EXPECT_FALSE(engine.Next().value().has_value());
+  EXPECT_EQ(engine.stats().opens, 0u);
+}
+
 }  // namespace
 }  // namespace ciuic::loader

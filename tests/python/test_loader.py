@@ -244,8 +244,11 @@ def test_memory_stays_within_budget_across_epochs(shard_dataset):
         stats = dl.last_stats
         assert stats["samples"] == N
         assert stats["peak_buffered"] <= max(budget, int(shard_dataset.length.max()))
-        assert stats["opens"] <= len(shard_dataset.sources)  # shards opened once per epoch
+        # Shards are resolved once with the data set: no epoch opens one on the MDS (a global
+        # shuffle over more shards than the engine keeps open made ~40 % of samples an open).
+        assert stats["opens"] == 0
     assert threads[0] == threads[-1]
+    assert len(shard_dataset.resolved) == len(shard_dataset.sources)
 
 
 def test_directory_dataset_reads_samples_without_mds_opens(client, dir_dataset):
