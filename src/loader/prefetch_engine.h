@@ -90,16 +90,17 @@ class SampleBuffer {
   SampleBuffer& operator=(SampleBuffer&& o) noexcept;
   ~SampleBuffer();
 
-  const char* data() const { return buf_; }
+  const char* data() const { return buf_ + off_; }
   size_t size() const { return size_; }
-  std::string_view view() const { return {buf_, size_}; }
+  std::string_view view() const { return {buf_ + off_, size_}; }
 
  private:
   friend class PrefetchEngine;
   friend class SamplePool;
   void Release();
 
-  char* buf_ = nullptr;
+  char* buf_ = nullptr;  // the allocation: the 4 KiB blocks around the sample
+  size_t off_ = 0;       // where the sample starts in it
   size_t size_ = 0;
   size_t cap_ = 0;
   std::shared_ptr<SamplePool> pool_;
