@@ -16,7 +16,7 @@ namespace ciuic::client {
 inline constexpr uint64_t kMaxPieceBytes = 8ull << 20;
 // Unaligned extents whose aligned middle is at least this long are split into head/middle/tail
 // so the middle lands in the caller's buffer; smaller ones go through scratch whole.
-inline constexpr uint64_t kSplitUnalignedMin = 64ull << 10;
+inline constexpr uint64_t kSplitUnalignedMin = 256ull << 10;
 
 struct ReadPiece {
   uint32_t comp_index = 0;
