@@ -11,7 +11,7 @@ shards on both. Then, one shuffled epoch each with caches dropped before it (whe
   torch DataLoader, local shards       | CiuicDataLoader, ciuic shards  (gain of packing)
 and a DLIO-style simulated accelerator: a fixed compute time per batch (sleep), utilization =
 compute / (compute + time waiting for the next batch), at a compute time where the torch
-loader's utilization is about 50%. Writes {"phase": "loader", "results": [...], "notes": [...]}.
+loader's utilization is below 60%. Writes {"phase": "loader", "results": [...], "notes": [...]}.
 Exits non-zero with one line on stderr on failure.
 """
 
@@ -180,8 +180,13 @@ def main():
                      for name in sorted(os.listdir(os.path.join(files, cls)))]
 
         def upload(job):
+            # Durable, as the local copies are (sync before every epoch): a data set is stored
+            # once and read many times, and no epoch should pay for syncing what was just stored.
             with open(job[0], "rb") as f:
-                client.write_file(job[1], f.read())  # releases the GIL: threads overlap
+                data = f.read()
+            with client.open(job[1], "wb") as g:  # releases the GIL: threads overlap
+                g.write(data)
+                g.fsync()
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(upload, jobs))
@@ -191,7 +196,8 @@ def main():
         for name in client.listdir(f"{remote}/shards"):
             with open(os.path.join(local, "shards", name), "wb") as f:
                 f.write(client.read_file(f"{remote}/shards/{name}"))
-        notes.append(f"stored on ciuic and packed in {time.perf_counter() - t0:.1f} s")
+        notes.append(f"stored on ciuic (each file fsynced) and packed (`ciuic pack` fsyncs its "
+                     f"shards) in {time.perf_counter() - t0:.1f} s")
 
         W = args.workers
         B = args.batch_size
@@ -244,9 +250,11 @@ def main():
             result("CiuicDataLoader, ciuic tar shards, 0 workers", "ciuic", c0_shards,
                    "samples/s")
 
-        # Simulated accelerator: compute per batch = half of torch's own time per batch, where a
-        # loader that overlaps perfectly gives torch about 50% utilization; the same for ciuic.
-        compute = 0.5 * B / t_files
+        # Simulated accelerator: compute per batch = 0.4 of torch's own time per batch, where a
+        # loader that overlaps perfectly gives torch about 40-50% utilization (its workers keep
+        # reading while the batch computes, so it measures higher: ~65% at 0.5); the issue's
+        # goal is >= 90% for ciuic where torch is below 60%. The same compute for ciuic.
+        compute = 0.4 * B / t_files
         util = {}
         for key, make in [("torch_files_sim", lambda: torch_loader(local_files)),
                           ("ciuic_shards_sim", lambda: ciuic_loader(ciuic_shards))]:

@@ -1,5 +1,7 @@
 #include "loader/pack.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -16,12 +18,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A packed data set is written once and read for many epochs: each file is durable (fsynced)
+// before the next starts, so no later reader pays for syncing it and a crash never leaves a
+// shard whose index promises bytes it lost.
+Status WriteDurable(Client& client, const std::string& path, const std::string& data) {
+  CIUIC_ASSIGN_OR_RETURN(auto f, client.Open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644));
+  size_t done = 0;
+  while (done < data.size()) {
+    CIUIC_ASSIGN_OR_RETURN(size_t n, f->Write(data.data() + done, data.size() - done));
+    if (n == 0)
+      return Status::IoError(fmt::format("{}: short write", path));
+    done += n;
+  }
+  CIUIC_RETURN_IF_ERROR(f->Fsync());
+  return f->Close();
+}
+
 Status WriteShard(Client& client, const std::string& dest, uint64_t n, TarWriter& w) {
   std::string name = fmt::format("{}/shard-{:06d}.tar", dest, n);
   std::string index = FormatIndex(w.members());
   std::string tar = w.Finish();
-  CIUIC_RETURN_IF_ERROR(client.WriteFile(name, tar));
-  return client.WriteFile(name + ".idx", index);
+  CIUIC_RETURN_IF_ERROR(WriteDurable(client, name, tar));
+  return WriteDurable(client, name + ".idx", index);
 }
 
 }  // namespace
