@@ -71,6 +71,7 @@ int Run(int argc, char** argv) {
   std::string port_file;
   uint32_t heartbeat_ms = 1000;
   size_t max_open_objects = ciuic::oss::OssServer::Options{}.max_open_objects_per_ost;
+  uint32_t writeback_idle_ms = ciuic::oss::OssServer::Options{}.writeback_idle_ms;
   app.add_option("--ost", ost_specs, "an OST to serve, INDEX:DIR (repeatable)")->required();
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0: any free port)")
       ->capture_default_str();
@@ -86,6 +87,10 @@ int Run(int argc, char** argv) {
   app.add_option("--max-open-objects", max_open_objects,
                  "objects kept open per OST (two descriptors each; idle ones beyond it are synced "
                  "and closed)")
+      ->capture_default_str();
+  app.add_option("--writeback-idle-ms", writeback_idle_ms,
+                 "sync objects in the background once not written for this long (0: only on "
+                 "fsync or eviction)")
       ->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -120,6 +125,7 @@ int Run(int argc, char** argv) {
   if (max_open_objects == 0)
     return Fail("--max-open-objects must be positive");
   o.max_open_objects_per_ost = max_open_objects;
+  o.writeback_idle_ms = writeback_idle_ms;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())
     return Fail(path.status().message());

@@ -84,6 +84,8 @@ Status OssServer::Start() {
 
   loop_ = std::make_unique<net::EventLoop>(1);
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  if (options_.writeback_idle_ms > 0)
+    writeback_ = std::thread([this] { WritebackLoop(); });
   return Status::OK();
 }
 
@@ -105,6 +107,8 @@ void OssServer::Stop() {
   cv_.notify_all();
   if (heartbeat_.joinable())
     heartbeat_.join();
+  if (writeback_.joinable())
+    writeback_.join();
   if (loop_ != nullptr)
     loop_->Stop();
   if (rpc_ != nullptr)
@@ -342,6 +346,35 @@ void OssServer::HandleStatfs(net::ServerCall call) {
 
 // ---------------------------------------------------------------------------------------------
 // Registration and heartbeats.
+
+void OssServer::WritebackLoop() {
+  const auto idle = std::chrono::milliseconds(options_.writeback_idle_ms);
+  const auto period = std::min<std::chrono::milliseconds>(idle, std::chrono::seconds(1));
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, period, [&] { return stopping_; }))
+        return;
+    }
+    // Batches of 64 per OST, round robin, until every OST is drained of idle unsynced objects
+    // (a batch syncs the directory once) or the server stops.
+    bool more = true;
+    while (more) {
+      more = false;
+      for (const auto& [index, store] : osts_) {
+        Result<size_t> n = store->SyncIdleObjects(64, idle);
+        if (!n.ok()) {
+          LOG_WARN("OST {}: background sync: {}", index, n.status().ToString());
+          continue;
+        }
+        more = more || *n == 64;
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_)
+        return;
+    }
+  }
+}
 
 void OssServer::HeartbeatLoop() {
   const std::string addr = ServedAddr();

@@ -55,6 +55,9 @@ class OssServer {
     uint64_t max_inflight_bytes = uint64_t{256} << 20;
     // Open objects kept per OST (two fds each), see OstStore::Options::max_cached_objects.
     size_t max_open_objects_per_ost = 4096;
+    // Background writeback: objects not written for this long are synced (up to 64 per OST
+    // every second) rather than when they are evicted or the client fsyncs. 0 turns it off.
+    uint32_t writeback_idle_ms = 5000;
   };
 
   explicit OssServer(Options options);
@@ -92,6 +95,7 @@ class OssServer {
   void HandleStatfs(net::ServerCall call);
 
   void HeartbeatLoop();
+  void WritebackLoop();
   std::string ServedAddr() const;
 
   Options options_;
@@ -102,6 +106,7 @@ class OssServer {
   std::unique_ptr<net::RpcServer> rpc_;
   std::unique_ptr<net::EventLoop> loop_;
   std::thread heartbeat_;
+  std::thread writeback_;
 
   std::atomic<uint64_t> inflight_bytes_{0};
   std::atomic<bool> registered_{false};

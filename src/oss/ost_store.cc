@@ -453,6 +453,33 @@ void OstStore::EvictObjects(size_t trigger, size_t keep, size_t max_dirty) {
   dirty_evictions_ += dirty.size();
 }
 
+Result<size_t> OstStore::SyncIdleObjects(size_t max, std::chrono::milliseconds idle) {
+  if (!BeginOp())
+    return size_t{0};  // shutting down: Close() syncs everything anyway
+  const auto cutoff = std::chrono::steady_clock::now() - idle;
+  std::vector<ObjectRef> objs;
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    for (auto it = lru_.rbegin(); it != lru_.rend() && objs.size() < max; ++it) {  // oldest first
+      Object* obj = *it;
+      if (!obj->mu.try_lock())
+        continue;  // in use right now: not idle
+      const bool unsynced = !obj->marked_regions.empty() || obj->created_unsynced;
+      const bool busy = obj->excl_held || obj->writes_in_epoch[0] != 0 ||
+                        obj->writes_in_epoch[1] != 0 || obj->last_write > cutoff;
+      obj->mu.unlock();
+      if (unsynced && !busy)
+        objs.push_back(cache_.find(obj->id)->second);
+    }
+  }
+  Status st = objs.empty() ? Status::OK() : SyncObjects(objs);
+  EndOp();
+  if (!st.ok())
+    return st;
+  background_syncs_ += objs.size();
+  return objs.size();
+}
+
 Result<io::FileHandle> OstStore::OpenObjectFile(const std::string& path, int flags) {
   Result<io::FileHandle> fh = engine_->Open(path, flags);
   if (fh.ok() || fh.status().code() != StatusCode::kUnavailable)
@@ -678,6 +705,7 @@ void OstStore::WriteMark(WriteOp* op) {
         op->counted = true;
       }
     }
+    obj->last_write = std::chrono::steady_clock::now();
     epoch = obj->epoch;
   }
   if (!op->counted && missing.empty()) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -118,6 +119,13 @@ class OstStore {
   void DestroyAsync(const ObjectId& id, StatusCallback cb);
   void StatAsync(const ObjectId& id, StatCallback cb);
 
+  // Background writeback: syncs, as a client fsync would, up to `max` cached objects (least
+  // recently used first) that hold unsynced writes and were not written for `idle`. Returns how
+  // many it synced. Unsynced data then does not wait for the object to be evicted (which makes
+  // the reader that needs the room pay for the sync) and crash recovery has less to check.
+  // Blocking; call it from a thread of its own.
+  Result<size_t> SyncIdleObjects(size_t max, std::chrono::milliseconds idle);
+
   // Blocking forms. Never call them from an engine or blocking-pool thread.
   Result<uint64_t> Write(const ObjectId& id, uint64_t offset, std::span<const uint8_t> data);
   Result<ReadResult> Read(const ObjectId& id, uint64_t offset, uint64_t length);
@@ -141,6 +149,7 @@ class OstStore {
   // Objects closed by the cache so far, and how many of them had to be synced first.
   uint64_t TEST_Evictions() const { return evictions_.load(); }
   uint64_t TEST_DirtyEvictions() const { return dirty_evictions_.load(); }
+  uint64_t background_syncs() const { return background_syncs_.load(); }
 
  private:
   struct Object;
@@ -225,6 +234,7 @@ class OstStore {
   std::mutex load_mu_;
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> dirty_evictions_{0};
+  std::atomic<uint64_t> background_syncs_{0};
 
   // Operations in flight, counted without a lock on the hot path; Close waits on ops_cv_.
   std::mutex ops_mu_;

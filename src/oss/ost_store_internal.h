@@ -1,6 +1,7 @@
 // Internal state of OstStore shared by its .cc files. Not part of any public API.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -52,6 +53,7 @@ struct OstStore::Object {
   std::vector<uint32_t> marked_regions;
   uint64_t last_mark_seq = 0;
   int writes_in_epoch[2] = {0, 0};
+  std::chrono::steady_clock::time_point last_write{};  // start of the latest write
 
   // Exclusive access for writes with partial blocks, punch and destroy: a FIFO of waiters.
   bool excl_held = false;

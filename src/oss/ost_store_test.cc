@@ -262,6 +262,24 @@ TEST_F(OstStoreMemTest, DestroyManyIsDurableWithOneSync) {
   EXPECT_TRUE(kept == Pattern(5000, 9));
 }
 
+// Background writeback: objects written and left unsynced are synced once idle, oldest first, a
+// batch at a time, and then survive a power cut; recently written ones wait.
+TEST_F(OstStoreMemTest, IdleUnsyncedObjectsAreSyncedInTheBackground) {
+  auto s = MustOpen();
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(s->Write(Obj(700 + i), 0, Pattern(9000, i)).ok());
+  EXPECT_EQ(s->SyncIdleObjects(10, std::chrono::hours(1)).value(), 0u);  // all written just now
+  EXPECT_EQ(s->SyncIdleObjects(2, std::chrono::milliseconds(0)).value(), 2u);
+  EXPECT_EQ(s->SyncIdleObjects(10, std::chrono::milliseconds(0)).value(), 1u);
+  EXPECT_EQ(s->SyncIdleObjects(10, std::chrono::milliseconds(0)).value(), 0u);  // nothing left
+  EXPECT_EQ(s->background_syncs(), 3u);
+  ASSERT_TRUE(s->Write(Obj(703), 0, Pattern(9000, 3)).ok());  // not synced by anyone
+  s = PowerCycle(std::move(s));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(ReadVerified(*s, Obj(700 + i), 0, 9000) == Pattern(9000, i)) << i;
+  EXPECT_NE(ReadVerified(*s, Obj(703), 0, 9000), Pattern(9000, 3));  // the control was lost
+}
+
 TEST_F(OstStoreMemTest, FullOstFailsCleanlyAndKeepsWhatWasWritten) {
   auto s = MustOpen();
   engine_.SetCapacity(engine_.UsedBytes() + (1 << 20));
