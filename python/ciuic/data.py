@@ -9,7 +9,10 @@ stay in the parent, so fork is safe.
 
 import math
 import multiprocessing
+import os
 import posixpath
+import queue
+import threading
 import time
 
 import numpy as np
@@ -244,6 +247,77 @@ def _worker_run(args):
     return _apply(*_worker_fn, raw, labels)
 
 
+_malloc_tuned = False
+
+
+def _keep_freed_memory():
+    """Once per process: let glibc keep up to 64 MiB of freed heap instead of trimming it.
+
+    Every batch allocates and frees megabytes of bytes objects; with glibc's default (dynamic)
+    trim threshold each free at the top of a heap handed the pages back to the kernel and the
+    next batch faulted them in again, which in a VM costs more than the copy: a first epoch of
+    100,000 shard samples ran at 7,800-9,300 samples/s instead of 15,700-16,300. Skipped when the
+    user set MALLOC_TRIM_THRESHOLD_ or on a C library without mallopt.
+    """
+    global _malloc_tuned
+    if _malloc_tuned:
+        return
+    _malloc_tuned = True
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None).mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
+def _ahead(batches, engine, depth=2):
+    """Yields the items of the generator `batches`, produced up to `depth` ahead by a thread.
+
+    Turning a batch's samples into Python bytes (a copy of every byte, with the GIL) costs ~0.5 ms
+    per 64 samples of 74 KiB; done here it overlaps the training step (which releases the GIL)
+    instead of adding to the time the step waits for its next batch, as torch's workers overlap
+    it. Only the engine hand-off runs in the thread; transforms and collate_fn stay in the caller.
+    """
+    q = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def run():
+        try:
+            for item in batches:
+                if not put(item):
+                    return
+            put(done)
+        except BaseException as e:  # noqa: BLE001  handed to the consumer, raised there
+            put(e)
+
+    t = threading.Thread(target=run, name="ciuic-batches", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        engine.stop()  # ends a next_batch() the thread may be blocked in
+        t.join(timeout=30)
+
+
 def _default_collate():
     try:
         from torch.utils.data import default_collate
@@ -402,6 +476,7 @@ class CiuicDataLoader:
             resolved=ds.resolved)
         self._engine = engine
         labels = ds.labels[idx]
+        _keep_freed_memory()
         return self._iterate(engine, labels)
 
     def _raw_batches(self, engine, labels):
@@ -425,7 +500,7 @@ class CiuicDataLoader:
             # the parent does faster than shipping the bytes to a worker and back.
             if self.num_workers == 0 or (self.transform is None and
                                          self.target_transform is None):
-                for raw, lab, count in self._raw_batches(engine, labels):
+                for raw, lab, count in _ahead(self._raw_batches(engine, labels), engine):
                     batch = _apply(*fn, raw, lab)
                     self._consumed += count
                     yield self._pin(batch)
@@ -438,7 +513,7 @@ class CiuicDataLoader:
                 pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(fn,))
                 self._pool = pool
                 limit = self.num_workers * self.prefetch_factor
-                for raw, lab, count in self._raw_batches(engine, labels):
+                for raw, lab, count in _ahead(self._raw_batches(engine, labels), engine):
                     window.append((pool.apply_async(_worker_run, ((raw, lab),)), count))
                     if len(window) >= limit:
                         res, c = window.pop(0)

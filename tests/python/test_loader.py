@@ -251,6 +251,27 @@ def test_memory_stays_within_budget_across_epochs(shard_dataset):
     assert len(shard_dataset.resolved) == len(shard_dataset.sources)
 
 
+def test_batches_are_fetched_ahead_and_the_thread_ends_with_the_epoch(shard_dataset):
+    # Batches are turned into bytes one or two ahead by a thread, so the training step does not
+    # wait for that copy; a consumer that stops early must not leave the thread (or the engine)
+    # behind, and the resume cursor counts only batches the consumer took.
+    import threading
+
+    def batch_threads():
+        return [t for t in threading.enumerate() if t.name == "ciuic-batches"]
+
+    dl = CiuicDataLoader(shard_dataset, batch_size=4, shuffle=True, seed=1)
+    it = iter(dl)
+    first = [next(it), next(it)]
+    time.sleep(0.2)  # let the thread run ahead
+    assert dl.state_dict()["cursor"] == 8
+    it.close()
+    assert batch_threads() == []
+    assert len(ids(first)) == 8
+    assert sorted(ids(dl)) == list(range(N))  # a full epoch afterwards
+    assert batch_threads() == []
+
+
 def test_directory_dataset_reads_samples_without_mds_opens(client, dir_dataset):
     # Sources are resolved once when the data set is built: no epoch opens a sample file.
     assert len(dir_dataset.resolved) == N
