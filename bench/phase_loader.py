@@ -11,7 +11,8 @@ shards on both. Then, one shuffled epoch each with caches dropped before it (whe
   torch DataLoader, local shards       | CiuicDataLoader, ciuic shards  (gain of packing)
 and a DLIO-style simulated accelerator: a fixed compute time per batch (sleep), utilization =
 compute / (compute + time waiting for the next batch), at a compute time where the torch
-loader's utilization is below 60%. Writes {"phase": "loader", "results": [...], "notes": [...]}.
+loader's utilization is below 60% (searched for: shortened until torch measures below 60%).
+Writes {"phase": "loader", "results": [...], "notes": [...]}.
 Exits non-zero with one line on stderr on failure.
 """
 
@@ -235,7 +236,12 @@ def main():
         c_files = measure("ciuic_files", lambda: ciuic_loader(ciuic_files))
         t_shards = measure("torch_shards", lambda: torch_loader(local_shards))
         c_shards = measure("ciuic_shards", lambda: ciuic_loader(ciuic_shards))
-        result(f"torch DataLoader, local files, {W} workers", "local disk", t_files, "samples/s")
+        if not args.quick:
+            # torch's first epoch follows the data set's creation, when the disk may still be
+            # settling: a second one later in the run, and the faster of the two is the baseline.
+            t_files = max(t_files, measure("torch_files_2", lambda: torch_loader(local_files)))
+        result(f"torch DataLoader, local files, {W} workers (best of "
+               f"{1 if args.quick else 2} epochs)", "local disk", t_files, "samples/s")
         result(f"CiuicDataLoader, ciuic files, {W} workers", "ciuic", c_files, "samples/s")
         result(f"torch DataLoader, local tar shards, {W} workers", "local disk", t_shards,
                "samples/s")
@@ -249,24 +255,35 @@ def main():
                    "samples/s")
             result("CiuicDataLoader, ciuic tar shards, 0 workers", "ciuic", c0_shards,
                    "samples/s")
+            result("CiuicDataLoader shards on ciuic / torch files on local disk, 0 workers",
+                   "ratio", c0_shards / t0_files, "x")
 
-        # Simulated accelerator: compute per batch = 0.4 of torch's own time per batch, where a
-        # loader that overlaps perfectly gives torch about 40-50% utilization (its workers keep
-        # reading while the batch computes, so it measures higher: ~65% at 0.5); the issue's
-        # goal is >= 90% for ciuic where torch is below 60%. The same compute for ciuic.
-        compute = 0.4 * B / t_files
-        util = {}
-        for key, make in [("torch_files_sim", lambda: torch_loader(local_files)),
-                          ("ciuic_shards_sim", lambda: ciuic_loader(ciuic_shards))]:
+        # Simulated accelerator (DLIO-style): a fixed compute time per batch. The issue's goal is
+        # >= 90% for ciuic at a compute time where torch is below 60%, so the compute time is
+        # found for torch first: start at half of torch's own time per batch and shorten it (x0.7,
+        # at most 3 more tries) while torch still measures 60% or more (its workers keep reading
+        # while a batch computes, so it measures above the ratio). Then ciuic at the same time.
+        batches = (n + B - 1) // B
+
+        def utilization(key, make, compute):
             measure(key, make, compute)
             _, secs, waited, _ = measures[key]
-            batches = (n + B - 1) // B
             busy = batches * compute
-            util[key] = busy / (busy + waited)
+            return busy / (busy + waited)
+
+        compute = 0.5 * B / t_files
+        for attempt in range(1 if args.quick else 4):
+            if attempt:
+                compute *= 0.7
+            torch_util = utilization("torch_files_sim", lambda: torch_loader(local_files),
+                                     compute)
+            if torch_util < 0.6:
+                break
+        ciuic_util = utilization("ciuic_shards_sim", lambda: ciuic_loader(ciuic_shards), compute)
         result(f"simulated utilization, torch local files, {compute * 1e3:.1f} ms/batch",
-               "local disk", 100 * util["torch_files_sim"], "%")
+               "local disk", 100 * torch_util, "%")
         result(f"simulated utilization, CiuicDataLoader ciuic shards, {compute * 1e3:.1f} "
-               "ms/batch", "ciuic", 100 * util["ciuic_shards_sim"], "%")
+               "ms/batch", "ciuic", 100 * ciuic_util, "%")
 
         stats = measures["ciuic_shards"][3].last_stats
         result("CiuicDataLoader peak buffered bytes (budget "
