@@ -7,6 +7,7 @@ transform and collate_fn on bytes the parent already read: the client, its threa
 stay in the parent, so fork is safe.
 """
 
+import atexit
 import math
 import multiprocessing
 import os
@@ -272,6 +273,20 @@ def _keep_freed_memory():
         pass
 
 
+_running_ahead = set()  # (stop event, engine, thread) of every _ahead() not finished yet
+
+
+@atexit.register
+def _stop_running_ahead():
+    # A script may exit in the middle of an epoch without closing its iterator. The batch thread
+    # is a daemon, and a daemon thread that comes back from a native call after the interpreter
+    # began finalizing is torn down mid-frame (an abort in C++ code), so stop and join them first.
+    for stop, engine, t in list(_running_ahead):
+        stop.set()
+        engine.stop()
+        t.join(timeout=10)
+
+
 def _ahead(batches, engine, depth=2):
     """Yields the items of the generator `batches`, produced up to `depth` ahead by a thread.
 
@@ -303,6 +318,8 @@ def _ahead(batches, engine, depth=2):
             put(e)
 
     t = threading.Thread(target=run, name="ciuic-batches", daemon=True)
+    record = (stop, engine, t)
+    _running_ahead.add(record)
     t.start()
     try:
         while True:
@@ -316,6 +333,7 @@ def _ahead(batches, engine, depth=2):
         stop.set()
         engine.stop()  # ends a next_batch() the thread may be blocked in
         t.join(timeout=30)
+        _running_ahead.discard(record)
 
 
 def _default_collate():

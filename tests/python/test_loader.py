@@ -272,6 +272,25 @@ def test_batches_are_fetched_ahead_and_the_thread_ends_with_the_epoch(shard_data
     assert batch_threads() == []
 
 
+def test_script_that_exits_mid_epoch_exits_cleanly(cluster_file, shard_dataset):
+    # The iterator is left open at exit, its batch thread possibly inside the engine: the
+    # interpreter must still exit with status 0 (it aborted in C++ before the atexit hook).
+    import subprocess
+    import sys
+    code = (
+        "import sys, ciuic\n"
+        f"c = ciuic.connect({cluster_file!r})\n"
+        "ds = ciuic.ShardDataset(c, '/ds/shards')\n"
+        "it = iter(ciuic.CiuicDataLoader(ds, batch_size=4, shuffle=True, io_depth=1))\n"
+        "next(it); next(it)\n"
+        "print('ok')\n")
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "ok"
+
+
 def test_directory_dataset_reads_samples_without_mds_opens(client, dir_dataset):
     # Sources are resolved once when the data set is built: no epoch opens a sample file.
     assert len(dir_dataset.resolved) == N
