@@ -234,6 +234,8 @@ def test_workers_run_transforms_and_exit(shard_dataset):
 
 
 def test_memory_stays_within_budget_across_epochs(shard_dataset):
+    import gc
+    gc.collect()  # iterators earlier tests left behind: their engines and batch threads end now
     budget = 8 << 10
     dl = CiuicDataLoader(shard_dataset, batch_size=4, shuffle=True, prefetch_bytes=budget)
     threads = []
