@@ -1,5 +1,6 @@
 #include "loader/prefetch_engine.h"
 
+#include <functional>
 #include <set>
 #include <string>
 
@@ -17,6 +18,20 @@ std::string Bytes(int i, size_t n) {
     s[k] = static_cast<char>((i * 131 + static_cast<int>(k)) & 0xff);
   }
   return s;
+}
+
+// Takes every sample from a started engine with Next() and checks each against `expected`, then
+// that the engine has ended.
+void ExpectSamplesInOrder(PrefetchEngine& engine,
+                          const std::vector<SampleRef>& order,
+                          const std::function<std::string(const SampleRef&)>& expected) {
+  for (const SampleRef& ref : order) {
+    auto r = engine.Next();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->has_value());
+    EXPECT_EQ((*r)->view(), expected(ref));
+  }
+  EXPECT_FALSE(engine.Next().value().has_value());
 }
 
 TEST(PrefetchEngineTest, ReturnsSamplesInTheGivenOrderWithinBudget) {
@@ -162,15 +177,10 @@ TEST(PrefetchEngineTest, ResolvedSourcesReadWithoutOpens) {
   o.keep_sources_open = false;
   PrefetchEngine engine(client, sources, order, o, *resolved);
   ASSERT_TRUE(engine.Start().ok());
-  for (const SampleRef& ref : order) {
-    auto r = engine.Next();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_TRUE(r->has_value());
-    EXPECT_EQ(
-        (*r)->view(),
-        Bytes(static_cast<int>(ref.source), 1000 + 37 * ref.source).substr(ref.offset, ref.length));
-  }
-  EXPECT_FALSE(engine.Next().value().has_value());
+  ExpectSamplesInOrder(engine, order, [](const SampleRef& ref) {
+    return Bytes(static_cast<int>(ref.source), 1000 + 37 * ref.source)
+        .substr(ref.offset, ref.length);
+  });
   EXPECT_EQ(engine.stats().opens, 0u);  // no MDS open for any sample
 
   // Resolution errors name the path; a resolved table must match the sources.
@@ -209,14 +219,9 @@ TEST(PrefetchEngineTest, ResolvedShardsReopenWithoutTheMds) {
   o.max_open_sources = 2;  // far fewer than the shards the order hops between
   PrefetchEngine engine(client, sources, order, o, *resolved);
   ASSERT_TRUE(engine.Start().ok());
-  for (const SampleRef& ref : order) {
-    auto r = engine.Next();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_TRUE(r->has_value());
-    EXPECT_EQ((*r)->view(),
-              Bytes(static_cast<int>(ref.source) * 10 + static_cast<int>(ref.offset / 3000), 3000));
-  }
-  EXPECT_FALSE(engine.Next().value().has_value());
+  ExpectSamplesInOrder(engine, order, [](const SampleRef& ref) {
+    return Bytes(static_cast<int>(ref.source) * 10 + static_cast<int>(ref.offset / 3000), 3000);
+  });
   EXPECT_EQ(engine.stats().opens, 0u);
 }
 
