@@ -78,6 +78,24 @@ struct ClientOptions {
   // seen this much later. A FUSE mount sets it to its attribute timeout (the kernel asks for the
   // directory's attributes after every create or unlink in it).
   int dir_attr_cache_ms = 0;
+  // Reads into SharedMemory from an OSS on this host (reached over a loopback address) are
+  // placed there by the OSS directly, without crossing a socket. $CIUIC_SHM_READS=0 turns it
+  // off too.
+  bool shm_reads = true;
+};
+
+// Memory shared with the OSSes on this host (a sealed memfd, docs/formats/shm-register.md).
+// A read whose destination lies in it (4 KiB-aligned, whole 4 KiB blocks of the file) from an
+// OSS reached over a loopback address is written there by the OSS, straight from its disk: no
+// byte crosses a socket. Any other read into it goes over TCP as usual, so it is ordinary memory
+// to the caller. Valid while this object lives (it may outlive the Client). Thread-safe.
+// A read that failed (timeout, lost connection) may still be placed later: do not reuse the
+// destination of a failed read for other data.
+class SharedMemory {
+ public:
+  virtual ~SharedMemory() = default;
+  virtual uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
 };
 
 // Attributes of a file, directory or symlink.
@@ -423,6 +441,10 @@ class Client {
   virtual Status RemoveXattrAt(const FileId& id, const std::string& name) = 0;
   virtual Result<FileLayout> GetLayoutAt(const FileId& id) = 0;
   virtual Status SetLayoutAt(const FileId& id, const FileLayout& layout) = 0;
+
+  // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
+  // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.
+  virtual Result<std::shared_ptr<SharedMemory>> NewSharedMemory(size_t bytes) = 0;
 
   // Advisory locks, held by the MDS for this Client's session and coherent across every client
   // of the cluster; released when the session closes or its lease expires (and lost when the

@@ -437,6 +437,11 @@ class CiuicDataLoader:
         self._resume = None
         self._engine = None
         self._pool = None
+        # Sample buffers kept across epochs: shared with the OSSes on this host (they place
+        # samples straight into them), and already mapped, where fresh memory per epoch would be
+        # faulted in page by page again.
+        self._buffers = None
+        self._buffers_budget = None
         self.last_stats = None
         self.last_budget = None
 
@@ -487,11 +492,14 @@ class CiuicDataLoader:
         if batches and len(ds):
             budget = max(budget, int(batches * self.batch_size * float(ds.length.mean())))
         self.last_budget = budget
+        if self._buffers is None or self._buffers_budget != budget:
+            self._buffers = _ciuic.SamplePool(ds.client, budget)
+            self._buffers_budget = budget
         engine = _ciuic.PrefetchEngine(
             ds.client, ds.sources, ds.source[idx], ds.offset[idx], ds.length[idx],
             budget_bytes=budget, max_inflight=self.io_depth,
             opener_threads=self.opener_threads, keep_sources_open=ds.keep_sources_open,
-            resolved=ds.resolved)
+            resolved=ds.resolved, pool=self._buffers)
         self._engine = engine
         labels = ds.labels[idx]
         _keep_freed_memory()

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <random>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -90,6 +92,9 @@ ClientCore::ClientCore(const ClientOptions& options) : options_(options) {
     options_.io_threads = 1;
   if (options_.ost_retry_ms < 0)
     options_.ost_retry_ms = 0;
+  const char* shm = std::getenv("CIUIC_SHM_READS");
+  shm_reads_ = options_.shm_reads && !(shm != nullptr && std::string_view(shm) == "0");
+  shm_spare_ = NewShmSpare();
 }
 
 Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& options) {
@@ -365,6 +370,7 @@ void ClientCore::OstCallAsync(std::shared_ptr<OstCall> call) {
 
 void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
   std::shared_ptr<net::RpcChannel> ch;
+  std::string addr;
   {
     std::unique_lock<std::mutex> lock(ost_mu_);
     if (shutdown_) {
@@ -417,13 +423,14 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
     OssConn& conn = oss_[it->second];
     if (conn.ch && conn.ch->connected()) {
       ch = conn.ch;
+      addr = it->second;
     } else {
       conn.ch.reset();
       conn.waiting.push_back(std::move(call));
       if (conn.connecting)
         return;
       conn.connecting = true;
-      std::string addr = it->second;
+      addr = it->second;
       lock.unlock();
       if (!pool_->TrySubmit([this, addr] { ConnectOss(addr); })) {
         std::vector<std::shared_ptr<OstCall>> calls;
@@ -440,8 +447,13 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
     }
   }
   OstCall* raw = call.get();
+  std::span<uint8_t> in_dest = raw->in_dest;
+  if (raw->type == net::MsgType::kRead && !in_dest.empty() && shm_reads_ &&
+      PrepareShmRead(addr, raw)) {
+    in_dest = {};  // the OSS places the blocks in shared memory: the reply has none
+  }
   ch->CallAsync(
-      raw->type, *raw->req, raw->out_data, raw->in_dest,
+      raw->type, *raw->req, raw->out_data, in_dest,
       [this, call = std::move(call), ch](Result<net::Reply> r) mutable {
         OnCallDone(std::move(call), std::move(ch), std::move(r));
       },
@@ -492,6 +504,25 @@ void ClientCore::OnCallDone(std::shared_ptr<OstCall> call,
     return;
   }
   Status st = std::move(r).status();
+  if (call->shm && st.code() == StatusCode::kNotFound) {
+    // The OSS does not know the region (it restarted, or dropped it): read over TCP now and
+    // register again next time.
+    std::string addr;
+    {
+      std::lock_guard<std::mutex> lock(ost_mu_);
+      for (auto& [a, conn] : oss_) {
+        if (conn.ch == ch)
+          addr = a;
+      }
+    }
+    LOG_INFO("client: OSS {} does not know this client's shared memory ({}); reading over TCP",
+             addr, st.ToString());
+    if (!addr.empty())
+      ForgetShm(addr);
+    call->no_shm = true;
+    Dispatch(std::move(call));
+    return;
+  }
   if (!ch->connected()) {
     std::lock_guard<std::mutex> lock(ost_mu_);
     for (auto& [addr, conn] : oss_) {

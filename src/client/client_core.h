@@ -54,6 +54,8 @@ struct OstCall {
   std::function<void(Result<net::Reply>)> done;
 
   // Core's bookkeeping.
+  bool shm = false;     // this attempt asked the OSS to place the blocks in shared memory
+  bool no_shm = false;  // the OSS did not know the region: the rest of the attempts use TCP
   int attempt = 0;
   int64_t deadline_ms = 0;  // set at the first retryable failure
   Status last_error;
@@ -201,6 +203,10 @@ class ClientCore {
   // Backoff before retry `attempt` (0-based), with jitter, in ms.
   static int64_t BackoffMs(int attempt);
 
+  // Shared-memory reads (shm_reads.cc): a region of `bytes`, registered lazily with each local
+  // OSS its reads go to.
+  Result<std::shared_ptr<SharedMemory>> NewSharedMemory(size_t bytes);
+
  private:
   explicit ClientCore(const ClientOptions& options);
   Status Init();
@@ -226,6 +232,15 @@ class ClientCore {
   void Fail(std::shared_ptr<OstCall> call, Status st);
   void ConnectOss(std::string addr);
   void ApplyOstMap(const std::vector<pb::OstInfo>& osts);
+  // For a read call to the OSS at `addr`: when its destination lies in a live SharedMemory
+  // registered (now, if need be) with that OSS, names the region in the request and returns
+  // true (the reply then carries no data); otherwise clears those fields and returns false.
+  bool PrepareShmRead(const std::string& addr, OstCall* call);
+  // The OSS at `addr` did not know a region: drop this client's registrations with it.
+  void ForgetShm(const std::string& addr);
+  struct ShmState;
+  struct ShmSpare;
+  static std::shared_ptr<ShmSpare> NewShmSpare();
 
   ClientOptions options_;
   ClusterFile cluster_;
@@ -254,6 +269,11 @@ class ClientCore {
   std::map<std::string, OssConn> oss_;                  // CIUIC_GUARDED_BY(ost_mu_)
   bool map_refreshing_ = false;                         // CIUIC_GUARDED_BY(ost_mu_)
   std::vector<std::shared_ptr<OstCall>> map_waiting_;   // CIUIC_GUARDED_BY(ost_mu_)
+
+  bool shm_reads_ = true;
+  std::mutex shm_mu_;
+  std::vector<std::weak_ptr<ShmState>> shm_;  // CIUIC_GUARDED_BY(shm_mu_)
+  std::shared_ptr<ShmSpare> shm_spare_;
 
   std::mutex nodes_mu_;
   std::unordered_map<Fid, std::weak_ptr<Node>, FidHash> nodes_;

@@ -46,31 +46,39 @@ Status FinishReadPiece(const Fid& fid, const ReadPiece& p, bool must_exist, Resu
         "resolved (resolve it again)",
         p.ost, oid.FileName()));
   }
-  if (rep.data_len > p.len || resp.aligned_offset() != p.obj_offset) {
+  // A shared-memory read placed the blocks in p.dest itself (the reply carries none).
+  const bool in_shm = resp.in_shm();
+  const uint64_t data_len = in_shm ? resp.shm_len() : rep.data_len;
+  if (data_len > p.len || resp.aligned_offset() != p.obj_offset) {
     return Status::Corruption(
         fmt::format("OST {} object {}: read reply for [{}, +{}) carries [{}, +{})", p.ost,
-                    oid.FileName(), p.obj_offset, p.len, resp.aligned_offset(), rep.data_len));
+                    oid.FileName(), p.obj_offset, p.len, resp.aligned_offset(), data_len));
   }
-  uint8_t* data = rep.data_in_dest ? p.dest : rep.data.data();
-  if (rep.data_in_dest && !p.direct) {
+  uint8_t* data = rep.data_in_dest || in_shm ? p.dest : rep.data.data();
+  if ((rep.data_in_dest || in_shm) && !p.direct) {
     return Status::Internal("read reply landed in a destination that was not offered");
+  }
+  if (in_shm && rep.data_len != 0) {
+    return Status::Corruption(
+        fmt::format("OST {} object {}: shared-memory read reply also carries {} bytes", p.ost,
+                    oid.FileName(), rep.data_len));
   }
   BlockSource src;
   src.ost = p.ost;
   src.obj = oid;
-  CIUIC_RETURN_IF_ERROR(VerifyReadBlocks(
-      data, rep.data_len, resp.aligned_offset(), resp.object_length(), resp.exists(),
-      resp.block_crcs().data(), static_cast<size_t>(resp.block_crcs_size()), src));
+  CIUIC_RETURN_IF_ERROR(
+      VerifyReadBlocks(data, data_len, resp.aligned_offset(), resp.object_length(), resp.exists(),
+                       resp.block_crcs().data(), static_cast<size_t>(resp.block_crcs_size()), src));
   if (p.direct) {
-    if (data != p.dest && rep.data_len > 0)
-      std::memcpy(p.dest, data, rep.data_len);
-    if (rep.data_len < p.len)
-      std::memset(p.dest + rep.data_len, 0, p.len - rep.data_len);
+    if (data != p.dest && data_len > 0)
+      std::memcpy(p.dest, data, data_len);
+    if (data_len < p.len)
+      std::memset(p.dest + data_len, 0, p.len - data_len);
     return Status::OK();
   }
   uint64_t have = 0;
-  if (p.skip < rep.data_len) {
-    have = std::min<uint64_t>(p.copy_len, rep.data_len - p.skip);
+  if (p.skip < data_len) {
+    have = std::min<uint64_t>(p.copy_len, data_len - p.skip);
     std::memcpy(p.dest, data + p.skip, have);
   }
   if (have < p.copy_len)

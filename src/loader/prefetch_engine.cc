@@ -13,14 +13,17 @@
 
 namespace ciuic::loader {
 
-// Free sample buffers by size class (16 KiB steps up to 1 MiB; larger samples are allocated and
-// freed one by one), at most `limit` bytes of them. Thread-safe.
+// Sample buffers by size class (16 KiB steps up to 1 MiB; larger samples are allocated and freed
+// one by one). They are carved from the engine's SharedMemory while it has room, so that a
+// co-located OSS places each sample straight into its buffer (no socket crossing); otherwise
+// from the heap, keeping at most `limit` bytes of free heap buffers. Thread-safe.
 class SamplePool {
  public:
   static constexpr size_t kStep = size_t{16} << 10;
   static constexpr size_t kClasses = 64;
 
-  explicit SamplePool(size_t limit) : limit_(limit) {}
+  SamplePool(size_t limit, std::shared_ptr<SharedMemory> shm)
+      : limit_(limit), shm_(std::move(shm)) {}
   ~SamplePool() {
     for (auto& v : free_) {
       for (char* p : v)
@@ -38,6 +41,28 @@ class SamplePool {
     *cap = c * kStep;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (shm_) {
+        auto& v = shm_free_[c - 1];
+        if (!v.empty()) {
+          char* p = v.back();
+          v.pop_back();
+          return p;
+        }
+        if (shm_next_ + *cap <= shm_->size()) {
+          char* p = reinterpret_cast<char*>(shm_->data()) + shm_next_;
+          shm_next_ += *cap;
+          return p;
+        }
+        // Full: a free buffer of a larger class before the heap.
+        for (size_t k = c; k < kClasses; ++k) {
+          if (!shm_free_[k].empty()) {
+            char* p = shm_free_[k].back();
+            shm_free_[k].pop_back();
+            *cap = (k + 1) * kStep;
+            return p;
+          }
+        }
+      }
       auto& v = free_[c - 1];
       if (!v.empty()) {
         char* p = v.back();
@@ -51,6 +76,12 @@ class SamplePool {
 
   void Put(char* p, size_t cap) {
     const size_t c = cap / kStep;
+    if (shm_ && shm_->data() <= reinterpret_cast<uint8_t*>(p) &&
+        reinterpret_cast<uint8_t*>(p) < shm_->data() + shm_->size()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      shm_free_[c - 1].push_back(p);
+      return;
+    }
     if (cap % kStep == 0 && c >= 1 && c <= kClasses) {
       std::lock_guard<std::mutex> lock(mu_);
       if (pooled_ + cap <= limit_) {
@@ -64,10 +95,29 @@ class SamplePool {
 
  private:
   const size_t limit_;
+  const std::shared_ptr<SharedMemory> shm_;  // null: heap buffers only
   std::mutex mu_;
-  std::array<std::vector<char*>, kClasses> free_;  // CIUIC_GUARDED_BY(mu_)
-  size_t pooled_ = 0;                              // CIUIC_GUARDED_BY(mu_)
+  std::array<std::vector<char*>, kClasses> free_;      // CIUIC_GUARDED_BY(mu_)
+  size_t pooled_ = 0;                                  // CIUIC_GUARDED_BY(mu_)
+  std::array<std::vector<char*>, kClasses> shm_free_;  // CIUIC_GUARDED_BY(mu_)
+  size_t shm_next_ = 0;                                // carved so far; CIUIC_GUARDED_BY(mu_)
 };
+
+std::shared_ptr<SamplePool> NewSamplePool(Client* client, size_t budget_bytes, bool shared_memory) {
+  // Shared memory for the samples in flight and buffered: twice the budget leaves room for the
+  // size classes' free lists.
+  std::shared_ptr<SharedMemory> shm;
+  if (shared_memory && client != nullptr) {
+    const size_t bytes = std::clamp<size_t>(2 * budget_bytes, size_t{16} << 20, size_t{8} << 30);
+    auto r = client->NewSharedMemory(bytes);
+    if (r.ok())
+      shm = std::move(*r);
+  }
+  // Free heap buffers are memory on top of the budget: keep a bounded reserve of them (in steady
+  // state a consumed sample's buffer is reused by the next read almost at once).
+  return std::make_shared<SamplePool>(
+      std::clamp<size_t>(budget_bytes / 4, size_t{4} << 20, size_t{64} << 20), std::move(shm));
+}
 
 SampleBuffer::SampleBuffer(SampleBuffer&& o) noexcept
     : buf_(std::exchange(o.buf_, nullptr)),
@@ -108,16 +158,16 @@ PrefetchEngine::PrefetchEngine(std::shared_ptr<Client> client,
                                std::vector<std::string> sources,
                                std::vector<SampleRef> order,
                                PrefetchOptions options,
-                               std::shared_ptr<const ResolvedSources> resolved)
+                               std::shared_ptr<const ResolvedSources> resolved,
+                               std::shared_ptr<SamplePool> pool)
     : client_(std::move(client)),
       sources_(std::move(sources)),
       resolved_(std::move(resolved)),
       order_(std::move(order)),
-      options_(options) {
-  // Buffers back in the pool are memory on top of the budget: keep a bounded reserve of them
-  // (in steady state a consumed sample's buffer is reused by the next read almost at once).
-  pool_ = std::make_shared<SamplePool>(
-      std::clamp<size_t>(options_.budget_bytes / 4, size_t{4} << 20, size_t{64} << 20));
+      options_(options),
+      pool_(std::move(pool)) {
+  if (!pool_)
+    pool_ = NewSamplePool(client_.get(), options_.budget_bytes, options_.shared_memory);
   if (options_.max_inflight < 1) {
     options_.max_inflight = 1;
   }

@@ -1,5 +1,6 @@
 #include "loader/prefetch_engine.h"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <string>
@@ -223,6 +224,51 @@ TEST(PrefetchEngineTest, ResolvedShardsReopenWithoutTheMds) {
     return Bytes(static_cast<int>(ref.source) * 10 + static_cast<int>(ref.offset / 3000), 3000);
   });
   EXPECT_EQ(engine.stats().opens, 0u);
+}
+
+}  // namespace
+}  // namespace ciuic::loader
+
+namespace ciuic::loader {
+namespace {
+
+// A co-located OSS places samples straight into the pool's shared memory; one pool serves engine
+// after engine (its memory stays mapped); without shared memory the same reads go over TCP.
+TEST(PrefetchEngineTest, SamplesLandInSharedMemoryOfAPoolKeptAcrossEngines) {
+  auto cluster = testing::MiniCluster::Start({.num_oss = 1, .osts_per_oss = 2}).value();
+  std::shared_ptr<Client> client(cluster->NewClient().value());
+  std::string shard;
+  std::vector<SampleRef> order;
+  for (int i = 0; i < 40; ++i) {
+    const size_t n = 1 + static_cast<size_t>(i) * 997 % 30000;
+    order.push_back({0, shard.size(), n});
+    shard += Bytes(i, n);
+  }
+  shard += std::string(8192, 'z');  // so that the last sample's covering blocks are whole
+  ASSERT_TRUE(client->WriteFile("/shard", shard).ok());
+  std::reverse(order.begin(), order.end());
+  auto expected = [&](const SampleRef& r) { return shard.substr(r.offset, r.length); };
+
+  auto pool = NewSamplePool(client.get(), size_t{1} << 20, true);
+  uint64_t before = cluster->shm_reads();
+  for (int round = 0; round < 2; ++round) {
+    PrefetchOptions o;
+    o.budget_bytes = size_t{1} << 20;
+    PrefetchEngine engine(client, {"/shard"}, order, o, nullptr, pool);
+    ASSERT_TRUE(engine.Start().ok());
+    ExpectSamplesInOrder(engine, order, expected);
+    const uint64_t now = cluster->shm_reads();
+    EXPECT_GE(now - before, order.size()) << "round " << round;  // every sample, one read each
+    before = now;
+  }
+
+  // The same reads without shared memory: correct, and none of them placed by the OSS.
+  PrefetchOptions o;
+  o.shared_memory = false;
+  PrefetchEngine engine(client, {"/shard"}, order, o);
+  ASSERT_TRUE(engine.Start().ok());
+  ExpectSamplesInOrder(engine, order, expected);
+  EXPECT_EQ(cluster->shm_reads(), before);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "net/rpc.h"
 #include "oss/ost_format.h"
 #include "oss/ost_store.h"
+#include "oss/shm_registry.h"
 
 namespace ciuic::oss {
 namespace {
@@ -81,12 +82,25 @@ Status OssServer::Start() {
   rpc_ = std::make_unique<net::RpcServer>(std::move(ro));
   RegisterHandlers();
   CIUIC_RETURN_IF_ERROR(rpc_->Start());
+  if (options_.shm_reads) {
+    // Co-located clients read through shared memory; without the endpoint they use TCP.
+    shm_ = std::make_unique<ShmRegistry>();
+    Status st = shm_->Start(ServedAddr());
+    if (!st.ok()) {
+      LOG_WARN("oss: no shared-memory reads ({}); co-located clients read over TCP", st.ToString());
+      shm_.reset();
+    }
+  }
 
   loop_ = std::make_unique<net::EventLoop>(1);
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   if (options_.writeback_idle_ms > 0)
     writeback_ = std::thread([this] { WritebackLoop(); });
   return Status::OK();
+}
+
+uint64_t OssServer::shm_reads() const {
+  return shm_ == nullptr ? 0 : shm_->reads.load(std::memory_order_relaxed);
 }
 
 uint16_t OssServer::port() const {
@@ -113,6 +127,8 @@ void OssServer::Stop() {
     loop_->Stop();
   if (rpc_ != nullptr)
     rpc_->Stop();
+  if (shm_ != nullptr)
+    shm_->Stop();
   for (auto& [index, store] : osts_) {
     Status st = store->Close();
     if (!st.ok())
@@ -216,6 +232,8 @@ void OssServer::HandleRead(net::ServerCall call) {
         fmt::format("read of {} bytes; at most {} per request", req.length(), kMaxReadLength)));
   }
   const uint64_t bytes = AlignUp(req.length(), kBlockSize) + 2 * kBlockSize;
+  if (req.shm_token() != 0)
+    return ReadIntoShm(std::move(call), store, req, bytes);
   if (!AcquireBudget(bytes))
     return call.ReplyError(Busy());
   auto c = std::make_shared<net::ServerCall>(std::move(call));
@@ -236,6 +254,46 @@ void OssServer::HandleRead(net::ServerCall call) {
         // The read buffer goes out as the data segment as is (no copy).
         c->Reply(resp, {net::ConstSpan{r->data->data(), r->data->size()}}, std::move(hold));
       });
+}
+
+void OssServer::ReadIntoShm(net::ServerCall call,
+                            OstStore* store,
+                            const pb::ReadReq& req,
+                            uint64_t bytes) {
+  std::shared_ptr<MappedShm> region = shm_ ? shm_->Find(req.shm_token()) : nullptr;
+  if (region == nullptr) {
+    // The client falls back to TCP (and registers again) on kNotFound for a shared-memory read.
+    return call.ReplyError(Status::NotFound(
+        fmt::format("shared-memory region {:016x} is not registered here", req.shm_token())));
+  }
+  const uint64_t a0 = AlignDown(req.offset(), kBlockSize);
+  const uint64_t span = AlignUp(req.offset() + req.length(), kBlockSize) - a0;
+  uint8_t* dest = region->At(req.shm_offset(), span);
+  if (dest == nullptr || req.shm_offset() % kBlockSize != 0) {
+    return call.ReplyError(Status::InvalidArgument(
+        fmt::format("shared-memory read of {} bytes at region offset {}: outside the {}-byte "
+                    "region or not 4 KiB-aligned",
+                    span, req.shm_offset(), region->size())));
+  }
+  // The budget bounds reads in flight (no OSS memory is held, but the disk queue is).
+  if (!AcquireBudget(bytes))
+    return call.ReplyError(Busy());
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  store->ReadIntoAsync(net::FromPb(req.obj()), req.offset(), req.length(), dest,
+                       [this, c, bytes, region = std::move(region)](Result<ReadResult> r) {
+                         ReleaseBudget(bytes);
+                         if (!r.ok())
+                           return c->ReplyError(r.status());
+                         shm_->reads.fetch_add(1, std::memory_order_relaxed);
+                         pb::ReadResp resp;
+                         resp.set_aligned_offset(r->aligned_offset);
+                         resp.set_object_length(r->object_length);
+                         resp.set_exists(r->exists);
+                         resp.mutable_block_crcs()->Add(r->block_crcs.begin(), r->block_crcs.end());
+                         resp.set_in_shm(true);
+                         resp.set_shm_len(r->dest_len);
+                         c->Reply(resp);
+                       });
 }
 
 void OssServer::HandleSync(net::ServerCall call) {

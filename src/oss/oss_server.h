@@ -26,6 +26,10 @@
 #include "common/thread_pool.h"
 #include "io/io_engine.h"
 
+namespace ciuic::pb {
+class ReadReq;
+}  // namespace ciuic::pb
+
 namespace ciuic::net {
 class RpcServer;
 class ServerCall;
@@ -35,6 +39,7 @@ class EventLoop;
 namespace ciuic::oss {
 
 class OstStore;
+class ShmRegistry;
 
 class OssServer {
  public:
@@ -58,6 +63,8 @@ class OssServer {
     // Background writeback: objects not written for this long are synced (up to 64 per OST
     // every second) rather than when they are evicted or the client fsyncs. 0 turns it off.
     uint32_t writeback_idle_ms = 5000;
+    // Serve reads into the shared memory of clients on this host (shm_registry.h).
+    bool shm_reads = true;
   };
 
   explicit OssServer(Options options);
@@ -77,6 +84,8 @@ class OssServer {
 
   // For tests: whether the MDS accepted the registration, and heartbeats answered so far.
   bool registered() const { return registered_.load(); }
+  // Reads answered into a client's shared memory so far.
+  uint64_t shm_reads() const;
   uint64_t heartbeats() const { return heartbeats_.load(); }
 
  private:
@@ -88,6 +97,7 @@ class OssServer {
 
   void HandleWrite(net::ServerCall call);
   void HandleRead(net::ServerCall call);
+  void ReadIntoShm(net::ServerCall call, OstStore* store, const pb::ReadReq& req, uint64_t bytes);
   void HandleSync(net::ServerCall call);
   void HandlePunch(net::ServerCall call);
   void HandleDestroy(net::ServerCall call);
@@ -104,6 +114,7 @@ class OssServer {
   std::unique_ptr<ThreadPool> pool_;
   std::map<uint32_t, std::unique_ptr<OstStore>> osts_;
   std::unique_ptr<net::RpcServer> rpc_;
+  std::unique_ptr<ShmRegistry> shm_;  // null: no shared-memory reads
   std::unique_ptr<net::EventLoop> loop_;
   std::thread heartbeat_;
   std::thread writeback_;

@@ -2,7 +2,12 @@
 // stand-in (a real RpcServer) that takes registrations and heartbeats and hands out tasks.
 #include "oss/oss_server.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,12 +19,14 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "ciuic.pb.h"
 #include "common/crc32c.h"
 #include "net/pb_convert.h"
 #include "net/rpc.h"
+#include "net/shm.h"
 
 namespace ciuic::oss {
 namespace {
@@ -436,6 +443,142 @@ TEST_F(OssServerTest, StartFailsClearlyOnABusyOrForeignOst) {
   st = foreign.Start();
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("belongs to another cluster"), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+}  // namespace ciuic::oss
+
+namespace ciuic::oss {
+namespace {
+
+// Sends a register message by hand: `fd` (or none when < 0) and a magic that may be wrong.
+// Returns the reply's error (0: accepted), or -1 when no reply came.
+int RawShmRegister(const std::string& addr, int fd, bool good_magic) {
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = net::ShmSocketName(addr);
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  if (connect(s, reinterpret_cast<sockaddr*>(&a),
+              static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())) != 0) {
+    close(s);
+    return -1;
+  }
+  net::ShmRegisterMsg msg{};
+  std::memcpy(msg.magic, good_magic ? "CIUICSHM" : "NOTCIUIC", 8);
+  msg.version = net::kShmVersion;
+  iovec iov{&msg, sizeof(msg)};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (fd >= 0) {
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof(ctl);
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  int error = -1;
+  net::ShmRegisterReply rep{};
+  if (sendmsg(s, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(msg)) &&
+      recv(s, &rep, sizeof(rep), 0) == static_cast<ssize_t>(sizeof(rep))) {
+    error = rep.error;
+  }
+  close(s);
+  return error;
+}
+
+TEST_F(OssServerTest, ReadsIntoTheSharedMemoryOfAColocatedClient) {
+  StartServer();
+  const ObjectId id{Fid{1, 77, 0}, 1, 0};
+  auto data = Bytes(10000, 9);
+  ASSERT_TRUE(Write(0, id, 0, data).ok());
+  const std::string addr = fmt::format("127.0.0.1:{}", server_->port());
+  auto region = net::ShmRegion::Create(1 << 20);
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  auto reg = net::RegisterShm(addr, **region);
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  uint8_t* base = (*region)->data();
+  std::memset(base, 0xee, (*region)->size());
+
+  auto shm_read = [&](uint64_t token, uint64_t shm_offset, uint64_t off, uint64_t len,
+                      pb::ReadResp* resp) -> Status {
+    pb::ReadReq req;
+    req.set_ost(0);
+    net::ToPb(id, req.mutable_obj());
+    req.set_offset(off);
+    req.set_length(len);
+    req.set_shm_token(token);
+    req.set_shm_offset(shm_offset);
+    auto r = channel_->Call(net::MsgType::kRead, req);
+    if (!r.ok())
+      return r.status();
+    EXPECT_EQ(r->data_len, 0u);  // nothing crossed the socket
+    return net::Parse(r->body, resp, "ReadResp");
+  };
+  pb::ReadResp resp;
+  ASSERT_TRUE(shm_read((*reg)->token(), 8192, 0, 12288, &resp).ok());
+  EXPECT_TRUE(resp.in_shm());
+  ASSERT_EQ(resp.shm_len(), 12288u);
+  EXPECT_EQ(std::memcmp(base + 8192, data.data(), data.size()), 0);
+  for (size_t i = 10000; i < 12288; ++i)
+    ASSERT_EQ(base[8192 + i], 0) << i;  // past the object's end: zeros
+  ASSERT_EQ(resp.block_crcs_size(), 6);
+  for (int b = 0; b < 3; ++b) {
+    const uint32_t c = Crc32c(base + 8192 + b * 4096, 4096);
+    EXPECT_TRUE(c == resp.block_crcs(2 * b) || c == resp.block_crcs(2 * b + 1)) << b;
+  }
+  EXPECT_EQ(base[8191], 0xee);  // nothing outside the requested blocks
+  EXPECT_EQ(base[8192 + 12288], 0xee);
+  EXPECT_EQ(server_->shm_reads(), 1u);
+
+  // Bad requests: a token nobody registered, a misaligned or out-of-region destination.
+  Status st = shm_read((*reg)->token() ^ 1, 0, 0, 4096, &resp);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
+  st = shm_read((*reg)->token(), 100, 0, 4096, &resp);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  st = shm_read((*reg)->token(), (1 << 20) - 4096, 0, 8192, &resp);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  st = shm_read((*reg)->token(), UINT64_MAX - 4095, 0, 8192, &resp);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(server_->shm_reads(), 1u);
+
+  // Closing the registration unregisters the region.
+  const uint64_t token = (*reg)->token();
+  reg->reset();
+  EXPECT_TRUE(
+      WaitFor([&] { return shm_read(token, 0, 0, 4096, &resp).code() == StatusCode::kNotFound; }));
+}
+
+TEST_F(OssServerTest, RefusesSharedMemoryItCannotTrust) {
+  StartServer();
+  const std::string addr = fmt::format("127.0.0.1:{}", server_->port());
+  // A memfd that may still shrink (the OSS would fault on the pages taken away).
+  int unsealed = memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(ftruncate(unsealed, 1 << 20), 0);
+  EXPECT_EQ(RawShmRegister(addr, unsealed, true), EPERM);
+  // An ordinary file.
+  int plain = open((dir_ + "/plain").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  ASSERT_GE(plain, 0);
+  ASSERT_EQ(ftruncate(plain, 1 << 20), 0);
+  EXPECT_EQ(RawShmRegister(addr, plain, true), EPERM);
+  // No fd, a wrong magic.
+  auto region = net::ShmRegion::Create(1 << 20);
+  ASSERT_TRUE(region.ok());
+  EXPECT_EQ(RawShmRegister(addr, -1, true), EINVAL);
+  EXPECT_EQ(RawShmRegister(addr, (*region)->fd(), false), EINVAL);
+  close(unsealed);
+  close(plain);
+  // Still serving: a good region registers.
+  auto reg = net::RegisterShm(addr, **region);
+  EXPECT_TRUE(reg.ok()) << reg.status().ToString();
+  // No endpoint at an address nobody serves: kUnavailable (the client reads over TCP).
+  auto none = net::RegisterShm("127.0.0.1:1", **region);
+  EXPECT_EQ(none.status().code(), StatusCode::kUnavailable) << none.status().ToString();
 }
 
 }  // namespace

@@ -54,7 +54,8 @@ struct ReadResult {
   uint64_t aligned_offset = 0;
   uint64_t object_length = 0;
   bool exists = false;
-  std::shared_ptr<AlignedBuffer> data;  // size = 4 KiB * blocks
+  std::shared_ptr<AlignedBuffer> data;  // size = 4 KiB * blocks (null for ReadIntoAsync)
+  uint64_t dest_len = 0;                // ReadIntoAsync: bytes of whole blocks placed in dest
   // Two real CRC32C values per block, in block order: slot 0 (latest write), slot 1 (previous).
   // A block is intact when its CRC32C equals either.
   std::vector<uint32_t> block_crcs;
@@ -109,6 +110,11 @@ class OstStore {
   // Reads [offset, offset+length) as whole blocks with their checksums. Does not verify (the
   // consumer does). A never-written object reads as zeros with exists=false.
   void ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, ReadCallback cb);
+  // As ReadAsync, but the covering blocks land in `dest` (4 KiB-aligned, room for them; borrowed
+  // until `cb` runs): the result has no `data`, and `dest_len` bytes of blocks in dest (blocks
+  // past the object's end are zeros there too).
+  void ReadIntoAsync(
+      const ObjectId& id, uint64_t offset, uint64_t length, uint8_t* dest, ReadCallback cb);
   // Makes every acknowledged write to `ids` durable (fdatasync of data and checksum files, and
   // of the directory after a creation).
   void SyncAsync(std::vector<ObjectId> ids, StatusCallback cb);

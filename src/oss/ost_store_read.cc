@@ -40,11 +40,19 @@ struct OstStore::ReadOp {
   ObjectRef obj;
   uint64_t a0 = 0;  // aligned range
   uint64_t a1 = 0;
-  std::shared_ptr<AlignedBuffer> buf;
+  std::shared_ptr<AlignedBuffer> buf;  // the blocks land here, or
+  uint8_t* dest = nullptr;             // here (ReadIntoAsync)
   ReadCallback cb;
+
+  uint8_t* data() const { return dest != nullptr ? dest : buf->data(); }
 };
 
 void OstStore::ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, ReadCallback cb) {
+  ReadIntoAsync(id, offset, length, nullptr, std::move(cb));
+}
+
+void OstStore::ReadIntoAsync(
+    const ObjectId& id, uint64_t offset, uint64_t length, uint8_t* dest, ReadCallback cb) {
   if (!BeginOp()) {
     cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
     return;
@@ -58,6 +66,7 @@ void OstStore::ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, R
   auto* op = new ReadOp;
   op->a0 = AlignDown(offset, kBlockSize);
   op->a1 = AlignUp(offset + length, kBlockSize);
+  op->dest = dest;
   op->cb = std::move(cb);
   if (ObjectRef obj = CachedObject(id)) {
     op->obj = std::move(obj);
@@ -71,7 +80,8 @@ void OstStore::ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, R
     }
     if (*r == nullptr) {
       // Never written (or destroyed): zeros, with the zero-block checksum in both slots.
-      op->buf = read_pool_->Get(op->a1 - op->a0);
+      if (op->dest == nullptr)
+        op->buf = read_pool_->Get(op->a1 - op->a0);
       ReadFinish(op, size_t{0});
       return;
     }
@@ -115,13 +125,14 @@ void OstStore::ReadStart(ReadOp* op) {
 }
 
 void OstStore::ReadIo(ReadOp* op, uint64_t obj_len) {
-  op->buf = read_pool_->Get(op->a1 - op->a0);
+  if (op->dest == nullptr)
+    op->buf = read_pool_->Get(op->a1 - op->a0);
   const uint64_t read_end = std::min<uint64_t>(op->a1, AlignUp(obj_len, kBlockSize));
   if (read_end <= op->a0) {
     ReadFinish(op, size_t{0});
     return;
   }
-  io::IoOp rd{io::IoKind::kRead, op->obj->data_fh, op->a0, op->buf->data(), read_end - op->a0};
+  io::IoOp rd{io::IoKind::kRead, op->obj->data_fh, op->a0, op->data(), read_end - op->a0};
   engine_->SubmitAsync(rd, [this, op](Result<size_t> r) {
     ReadFinish(op, r.ok() ? std::move(r) : OstError(r.status(), &op->obj->id, "read"));
   });
@@ -134,13 +145,14 @@ void OstStore::ReadFinish(ReadOp* op, Result<size_t> got) {
     EndOp();
     return;
   }
-  AlignedBuffer& buf = *op->buf;
-  if (*got < buf.size())
-    std::memset(buf.data() + *got, 0, buf.size() - *got);
+  const size_t size = op->a1 - op->a0;
+  if (*got < size)
+    std::memset(op->data() + *got, 0, size - *got);
   ReadResult out;
   out.aligned_offset = op->a0;
   out.data = std::move(op->buf);
-  const size_t nblocks = buf.size() / kBlockSize;
+  out.dest_len = op->dest != nullptr ? size : 0;
+  const size_t nblocks = size / kBlockSize;
   out.block_crcs.resize(nblocks * 2);
   const uint32_t zero = ZeroBlockCrc();
   if (op->obj != nullptr) {

@@ -34,6 +34,11 @@ struct PyResolved {
   std::shared_ptr<const loader::ResolvedSources> sources;
 };
 
+// A SamplePool kept by a CiuicDataLoader across its epochs.
+struct PySamplePool {
+  std::shared_ptr<loader::SamplePool> pool;
+};
+
 py::list Members(const std::vector<TarMember>& members) {
   py::list out;
   for (const auto& m : members) {
@@ -62,6 +67,16 @@ void RegisterLoader(py::module_& m) {
       },
       py::arg("client"), py::arg("paths"), py::arg("threads") = 8,
       "Resolves regular files once (a stat and a layout request each, `threads` in flight).");
+  py::class_<PySamplePool>(
+      m, "SamplePool",
+      "Sample buffers for prefetch engines of one client, one epoch after another (keep one "
+      "across epochs: its memory, shared with OSSes on this host, stays mapped).")
+      .def(py::init([](PyClient& c, size_t budget_bytes, bool shared_memory) {
+             return PySamplePool{
+                 loader::NewSamplePool(ClientOf(c).get(), budget_bytes, shared_memory)};
+           }),
+           py::arg("client"), py::arg("budget_bytes") = size_t{256} << 20,
+           py::arg("shared_memory") = true);
   py::class_<PrefetchEngine>(m, "PrefetchEngine",
                              "Reads an epoch's samples in exactly the given order, ahead of the "
                              "consumer, within a memory budget (C++ threads; GIL released).")
@@ -71,7 +86,7 @@ void RegisterLoader(py::module_& m) {
                        py::array_t<int64_t, py::array::c_style | py::array::forcecast> length,
                        size_t budget_bytes, int max_inflight, int opener_threads,
                        int max_open_sources, bool keep_sources_open,
-                       const PyResolved* resolved) {
+                       const PyResolved* resolved, const PySamplePool* pool) {
              if (source.ndim() != 1 || offset.ndim() != 1 || length.ndim() != 1 ||
                  source.size() != offset.size() || source.size() != length.size()) {
                throw py::value_error("source, offset and length must be 1-d arrays of one length");
@@ -96,7 +111,8 @@ void RegisterLoader(py::module_& m) {
              opts.keep_sources_open = keep_sources_open;
              auto e = std::make_unique<PrefetchEngine>(
                  ClientOf(c), std::move(sources), std::move(order), opts,
-                 resolved != nullptr ? resolved->sources : nullptr);
+                 resolved != nullptr ? resolved->sources : nullptr,
+                 pool != nullptr ? pool->pool : nullptr);
              Check(e->Start());
              return e;
            }),
@@ -104,7 +120,7 @@ void RegisterLoader(py::module_& m) {
            py::arg("length"), py::arg("budget_bytes") = size_t{256} << 20,
            py::arg("max_inflight") = 256, py::arg("opener_threads") = 8,
            py::arg("max_open_sources") = 64, py::arg("keep_sources_open") = true,
-           py::arg("resolved") = nullptr)
+           py::arg("resolved") = nullptr, py::arg("pool") = nullptr)
       .def(
           "next",
           [](PrefetchEngine& e) -> py::object {

@@ -132,6 +132,15 @@ Result<std::unique_ptr<Client>> MiniCluster::NewClient(ClientOptions options) {
   return Client::Connect(options);
 }
 
+uint64_t MiniCluster::shm_reads() const {
+  uint64_t n = 0;
+  for (const auto& o : oss_) {
+    if (o)
+      n += o->shm_reads();
+  }
+  return n;
+}
+
 Status MiniCluster::StopOss(int i) {
   if (i < 0 || i >= options_.num_oss)
     return Status::InvalidArgument("no such OSS");

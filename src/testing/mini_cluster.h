@@ -67,6 +67,8 @@ class MiniCluster {
   std::string OstDir(uint32_t ost) const;
   uint16_t mds_port() const { return mds_port_; }
   uint16_t oss_port(int i) const { return oss_ports_[static_cast<size_t>(i)]; }
+  // Reads the running OSSes answered into clients' shared memory (since each started).
+  uint64_t shm_reads() const;
 
  private:
   explicit MiniCluster(MiniClusterOptions options);

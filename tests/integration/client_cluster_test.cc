@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -292,6 +293,74 @@ TEST(ClientFailureTest, ClientOpensANewSessionWhenTheMdsForgotIt) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   ASSERT_TRUE(c->WriteFile("/after/f", "data").ok());
   EXPECT_EQ(c->ReadFile("/after/f").value_or(""), "data");
+}
+
+}  // namespace
+}  // namespace ciuic::testing
+
+namespace ciuic::testing {
+namespace {
+
+// Reads into a client's SharedMemory from OSSes on this host are placed there by the OSS (its
+// counter says so) and are byte for byte what was written, striped over all OSTs; an OSS that
+// restarted (and forgot the region) is read over TCP at once and registered with again after.
+TEST(ClientSharedMemoryTest, ColocatedOssesPlaceReadsAndRestartsFallBackToTcp) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  const std::string data = Pattern((3 << 20) + 5000, 11);
+  FileLayout layout = Striped(4, 1 << 20);
+  OpenOptions oo;
+  oo.layout = &layout;
+  {
+    auto f = c->Open("/shm", O_CREAT | O_WRONLY, 0644, oo);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_TRUE((*f)->Pwrite(data.data(), data.size(), 0).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  auto mem = c->NewSharedMemory(8 << 20);
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  uint8_t* base = (*mem)->data();
+  auto f = c->Open("/shm", O_RDONLY, 0);
+  ASSERT_TRUE(f.ok());
+  auto read_and_check = [&](size_t at, uint64_t off, size_t len) {
+    std::memset(base + at, 0xee, len);
+    auto n = (*f)->Pread(base + at, len, off);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    ASSERT_EQ(*n, std::min<size_t>(len, data.size() - off));
+    EXPECT_EQ(std::memcmp(base + at, data.data() + off, *n), 0) << "at " << at << " off " << off;
+  };
+  uint64_t before = cluster->shm_reads();
+  read_and_check(4096, 0, 3 << 20);  // aligned: three stripes on three OSTs
+  EXPECT_GE(cluster->shm_reads() - before, 3u);
+  before = cluster->shm_reads();
+  read_and_check(100, 777, 100000);        // unaligned: head and tail over TCP, the middle placed
+  read_and_check(1 << 20, 3 << 20, 8192);  // past the end: the short tail
+  EXPECT_GE(cluster->shm_reads(), before);
+
+  // Another client with shared-memory reads off: nothing placed by the OSSes, same bytes.
+  ClientOptions off;
+  off.shm_reads = false;
+  auto plain = cluster->NewClient(off);
+  ASSERT_TRUE(plain.ok());
+  auto pmem = (*plain)->NewSharedMemory(4 << 20);
+  ASSERT_TRUE(pmem.ok());
+  auto pf = (*plain)->Open("/shm", O_RDONLY, 0);
+  ASSERT_TRUE(pf.ok());
+  before = cluster->shm_reads();
+  ASSERT_EQ((*pf)->Pread((*pmem)->data(), 2 << 20, 1 << 20).value_or(0), size_t{2} << 20);
+  EXPECT_EQ(std::memcmp((*pmem)->data(), data.data() + (1 << 20), 2 << 20), 0);
+  EXPECT_EQ(cluster->shm_reads(), before);
+
+  // Both OSSes restart: they no longer know the region. Reads fall back to TCP at once, then
+  // register again.
+  ASSERT_TRUE(cluster->RestartOss(0).ok());
+  ASSERT_TRUE(cluster->RestartOss(1).ok());
+  ASSERT_EQ(cluster->shm_reads(), 0u);
+  read_and_check(0, 0, 3 << 20);
+  read_and_check(0, 0, 3 << 20);
+  EXPECT_GE(cluster->shm_reads(), 3u);
 }
 
 }  // namespace
