@@ -92,6 +92,10 @@ int Run(int argc, char** argv) {
                  "sync objects in the background once not written for this long (0: only on "
                  "fsync or eviction)")
       ->capture_default_str();
+  bool no_shm_reads = false;
+  app.add_flag("--no-shm-reads", no_shm_reads,
+               "do not serve reads into the shared memory of clients on this host (they read "
+               "over TCP then)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -126,6 +130,7 @@ int Run(int argc, char** argv) {
     return Fail("--max-open-objects must be positive");
   o.max_open_objects_per_ost = max_open_objects;
   o.writeback_idle_ms = writeback_idle_ms;
+  o.shm_reads = !no_shm_reads;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())
     return Fail(path.status().message());
