@@ -257,6 +257,13 @@ def main():
                    "samples/s")
             result("CiuicDataLoader shards on ciuic / torch files on local disk, 0 workers",
                    "ratio", c0_shards / t0_files, "x")
+            # The same engine with every sample over loopback TCP: what the shared-memory reads
+            # (OSSes on this machine place samples in the loader's memory) add.
+            tcp_client = ciuic.connect(args.cluster, shm_reads=False)
+            tcp_shards = ciuic.ShardDataset(tcp_client, f"{remote}/shards")
+            c0_tcp = measure("ciuic_shards_w0_tcp", lambda: ciuic_loader(tcp_shards, 0))
+            result("CiuicDataLoader, ciuic tar shards, 0 workers, over TCP (shared-memory reads "
+                   "off)", "ciuic", c0_tcp, "samples/s")
 
         # Simulated accelerator (DLIO-style): a fixed compute time per batch. The goal is
         # >= 90% for ciuic at a compute time where torch is below 60%, so the compute time is

@@ -15,16 +15,17 @@ from . import _ciuic  # noqa: F401
 from ._ciuic import Client, File  # noqa: F401
 
 
-def connect(cluster_file=None, io_threads=1, readahead_bytes=8 << 20):
+def connect(cluster_file=None, io_threads=1, readahead_bytes=8 << 20, shm_reads=True):
     """Connect to a ciuic cluster and return a ciuic._ciuic.Client.
 
     cluster_file: path of the cluster file written by `ciuic cluster up`; None means
-    $CIUIC_CLUSTER, then ~/ciuic/cluster.conf.
+    $CIUIC_CLUSTER, then ~/ciuic/cluster.conf. shm_reads=False reads over TCP even from OSSes
+    on this machine (which otherwise place the loader's samples in memory shared with it).
     """
     if cluster_file is not None:
         cluster_file = _os.fspath(cluster_file)
     return _ciuic.connect(cluster_file or "", io_threads=io_threads,
-                          readahead_bytes=readahead_bytes)
+                          readahead_bytes=readahead_bytes, shm_reads=shm_reads)
 
 
 def pack(client, src, dest, shard_bytes=64 << 20):

@@ -411,11 +411,12 @@ void RegisterClient(py::module_& m) {
 
   m.def(
       "connect",
-      [](const std::string& cluster_file, int io_threads, size_t readahead_bytes) {
+      [](const std::string& cluster_file, int io_threads, size_t readahead_bytes, bool shm_reads) {
         ClientOptions o;
         o.cluster_file = cluster_file;
         o.io_threads = io_threads;
         o.readahead_bytes = readahead_bytes;
+        o.shm_reads = shm_reads;
         auto r = Blocking([&] { return Client::Connect(o); });
         auto client = Unwrap(std::move(r));
         auto pc = std::make_unique<PyClient>();
@@ -424,9 +425,9 @@ void RegisterClient(py::module_& m) {
         return pc;
       },
       py::arg("cluster_file") = "", py::arg("io_threads") = 1,
-      py::arg("readahead_bytes") = size_t{8} << 20,
+      py::arg("readahead_bytes") = size_t{8} << 20, py::arg("shm_reads") = true,
       "Connect to a cluster (cluster file: argument, else $CIUIC_CLUSTER, else "
-      "~/ciuic/cluster.conf).");
+      "~/ciuic/cluster.conf). shm_reads=False: read over TCP even from OSSes on this host.");
 }
 
 }  // namespace ciuic::python

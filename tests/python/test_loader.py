@@ -380,3 +380,25 @@ def test_ciuic_pack_cli(cluster_file, client, local_tree, tmp_path):
     r = subprocess.run([cli, "pack", str(tmp_path / "missing"), "/ds/cli2"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "no such directory" in r.stderr
+
+
+@pytest.mark.parametrize("shm_reads", [True, False])
+def test_same_samples_with_and_without_shared_memory_and_buffers_kept_across_epochs(
+        cluster_file, shard_dataset, shm_reads):
+    # The OSSes of the test cluster run on this machine: with shm_reads they place samples in
+    # the loader's memory, without it every sample comes over TCP. Both must give the same bytes,
+    # and one loader keeps its sample buffers from epoch to epoch.
+    c = ciuic.connect(cluster_file, shm_reads=shm_reads)
+    ds = ShardDataset(c, "/ds/shards")
+    dl = CiuicDataLoader(ds, batch_size=7, shuffle=True, seed=3, collate_fn=lambda b: b)
+    pools = []
+    for epoch in range(2):
+        dl.set_epoch(epoch)
+        seen = {}
+        for batch in dl:
+            for data, _ in batch:
+                seen[sample_id(data)] = data
+        assert sorted(seen) == list(range(N))
+        assert all(seen[i] == sample_bytes(i) for i in range(N))
+        pools.append(dl._buffers)
+    assert pools[0] is not None and pools[0] is pools[1]
