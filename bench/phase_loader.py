@@ -296,6 +296,8 @@ def main():
         result("CiuicDataLoader peak buffered bytes (budget "
                f"{args.budget_mib} MiB)", "ciuic", stats["peak_buffered"] / 2**20, "MiB",
                higher=False)
+        result("CiuicDataLoader shared sample memory in use (pages allocated; its limit is 2x "
+               "the budget)", "ciuic", stats["pool_shared_bytes"] / 2**20, "MiB", higher=False)
         result("benchmark process peak RSS", "process",
                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "MiB", higher=False)
         notes.append(f"batch size {B}; {W} workers; CiuicDataLoader budget {args.budget_mib} "

@@ -74,6 +74,12 @@ class SamplePool {
     return new char[*cap];
   }
 
+  // Bytes of shared memory handed out so far (allocated pages, at most its size).
+  size_t shared_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return shm_next_;
+  }
+
   void Put(char* p, size_t cap) {
     const size_t c = cap / kStep;
     if (shm_ && shm_->data() <= reinterpret_cast<uint8_t*>(p) &&
@@ -520,8 +526,13 @@ Result<size_t> PrefetchEngine::NextBatch(size_t n, std::vector<SampleBuffer>* ou
 }
 
 PrefetchStats PrefetchEngine::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  PrefetchStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+  }
+  s.pool_shared_bytes = pool_->shared_bytes();
+  return s;
 }
 
 }  // namespace ciuic::loader

@@ -57,12 +57,13 @@ struct PrefetchOptions {
 };
 
 struct PrefetchStats {
-  uint64_t samples = 0;         // handed out by Next()
-  uint64_t bytes = 0;           // handed out by Next()
-  uint64_t opens = 0;           // source opens that went to the MDS (not resolved ones)
-  uint64_t peak_buffered = 0;   // peak bytes held (claimed, not yet consumed)
-  uint64_t consumer_waits = 0;  // Next() calls that had to wait for data
-  double consumer_wait_s = 0;   // total time Next() waited
+  uint64_t samples = 0;            // handed out by Next()
+  uint64_t bytes = 0;              // handed out by Next()
+  uint64_t opens = 0;              // source opens that went to the MDS (not resolved ones)
+  uint64_t peak_buffered = 0;      // peak bytes held (claimed, not yet consumed)
+  uint64_t consumer_waits = 0;     // Next() calls that had to wait for data
+  double consumer_wait_s = 0;      // total time Next() waited
+  uint64_t pool_shared_bytes = 0;  // shared memory the sample pool has in use (allocated pages)
 };
 
 // A source file resolved once per data set (FID, layout, size): reads of it then need no MDS

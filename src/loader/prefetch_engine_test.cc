@@ -257,6 +257,9 @@ TEST(PrefetchEngineTest, SamplesLandInSharedMemoryOfAPoolKeptAcrossEngines) {
     PrefetchEngine engine(client, {"/shard"}, order, o, nullptr, pool);
     ASSERT_TRUE(engine.Start().ok());
     ExpectSamplesInOrder(engine, order, expected);
+    // Shared memory in use: the buffers of at most the budget plus a sample, in size classes.
+    EXPECT_GT(engine.stats().pool_shared_bytes, 0u);
+    EXPECT_LE(engine.stats().pool_shared_bytes, size_t{2} << 20);
     const uint64_t now = cluster->shm_reads();
     EXPECT_GE(now - before, order.size()) << "round " << round;  // every sample, one read each
     before = now;

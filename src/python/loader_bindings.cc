@@ -169,6 +169,7 @@ void RegisterLoader(py::module_& m) {
         d["peak_buffered"] = s.peak_buffered;
         d["consumer_waits"] = s.consumer_waits;
         d["consumer_wait_s"] = s.consumer_wait_s;
+        d["pool_shared_bytes"] = s.pool_shared_bytes;
         return d;
       });
 
