@@ -273,18 +273,95 @@ def _keep_freed_memory():
         pass
 
 
-_running_ahead = set()  # (stop event, engine, thread) of every _ahead() not finished yet
+_running_ahead = set()  # (stop event, engine, finished event) of every _ahead() not finished yet
+
+
+class _BatchThread:
+    """A thread that runs batch hand-offs, one epoch after another, idle in between.
+
+    Kept rather than started per epoch because glibc gives each thread a malloc arena of its own:
+    a new thread's arena (or a cold one from the free list) faulted in every page of the first
+    three or four batches of an epoch (~1,200 page faults and 15-50 ms per batch of 64 samples of
+    74 KiB in this VM), where a kept thread's arena is already warm.
+    """
+
+    _lock = threading.Lock()
+    _idle = []       # threads waiting for work
+    _all = set()     # every live one
+    _max_idle = 4
+
+    def __init__(self):
+        self.jobs = queue.Queue(maxsize=1)
+        self.busy = False
+        self.thread = threading.Thread(target=self._loop, name="ciuic-batches", daemon=True)
+        _BatchThread._all.add(self)
+        self.thread.start()
+
+    @classmethod
+    def run(cls, fn):
+        """Runs fn() on an idle batch thread (a new one if none is idle)."""
+        with cls._lock:
+            t = cls._idle.pop() if cls._idle else None
+            if t is None:
+                t = cls()
+            t.busy = True
+        t.jobs.put(fn)
+
+    def _loop(self):
+        while True:
+            fn = self.jobs.get()
+            if fn is None:
+                return
+            try:
+                fn()
+            except BaseException:  # noqa: BLE001  run() hands its errors to the consumer
+                pass
+            with _BatchThread._lock:
+                self.busy = False
+                if len(_BatchThread._idle) >= _BatchThread._max_idle:
+                    _BatchThread._all.discard(self)
+                    return
+                _BatchThread._idle.append(self)
+
+    @classmethod
+    def busy_count(cls):
+        with cls._lock:
+            return sum(1 for t in cls._all if t.busy)
+
+    @classmethod
+    def stop_idle(cls):
+        with cls._lock:
+            idle, cls._idle = cls._idle, []
+            for t in idle:
+                cls._all.discard(t)
+        for t in idle:
+            t.jobs.put(None)
+        for t in idle:
+            t.thread.join(timeout=10)
+
+
+def _forget_batch_threads():
+    # A forked child has none of its parent's threads: a job handed to one would never run.
+    _BatchThread._lock = threading.Lock()
+    _BatchThread._idle = []
+    _BatchThread._all = set()
+    _running_ahead.clear()
+
+
+os.register_at_fork(after_in_child=_forget_batch_threads)
 
 
 @atexit.register
 def _stop_running_ahead():
-    # A script may exit in the middle of an epoch without closing its iterator. The batch thread
-    # is a daemon, and a daemon thread that comes back from a native call after the interpreter
-    # began finalizing is torn down mid-frame (an abort in C++ code), so stop and join them first.
-    for stop, engine, t in list(_running_ahead):
+    # A script may exit in the middle of an epoch without closing its iterator. Batch threads are
+    # daemons, and a daemon thread that comes back from a native call after the interpreter began
+    # finalizing is torn down mid-frame (an abort in C++ code), so stop the running hand-offs and
+    # end the idle threads first.
+    for stop, engine, finished in list(_running_ahead):
         stop.set()
         engine.stop()
-        t.join(timeout=10)
+        finished.wait(timeout=10)
+    _BatchThread.stop_idle()
 
 
 def _ahead(batches, engine, depth=2):
@@ -294,9 +371,11 @@ def _ahead(batches, engine, depth=2):
     per 64 samples of 74 KiB; done here it overlaps the training step (which releases the GIL)
     instead of adding to the time the step waits for its next batch, as torch's workers overlap
     it. Only the engine hand-off runs in the thread; transforms and collate_fn stay in the caller.
+    The thread is a kept _BatchThread: idle again when the epoch ends or the iterator closes.
     """
     q = queue.Queue(maxsize=depth)
     stop = threading.Event()
+    finished = threading.Event()
     done = object()
 
     def put(item):
@@ -316,11 +395,12 @@ def _ahead(batches, engine, depth=2):
             put(done)
         except BaseException as e:  # noqa: BLE001  handed to the consumer, raised there
             put(e)
+        finally:
+            finished.set()
 
-    t = threading.Thread(target=run, name="ciuic-batches", daemon=True)
-    record = (stop, engine, t)
+    record = (stop, engine, finished)
     _running_ahead.add(record)
-    t.start()
+    _BatchThread.run(run)
     try:
         while True:
             item = q.get()
@@ -332,7 +412,7 @@ def _ahead(batches, engine, depth=2):
     finally:
         stop.set()
         engine.stop()  # ends a next_batch() the thread may be blocked in
-        t.join(timeout=30)
+        finished.wait(timeout=30)
         _running_ahead.discard(record)
 
 
