@@ -61,18 +61,34 @@ ShmRegistration::~ShmRegistration() {
   close(sock_);
 }
 
-namespace {
-
-sockaddr_un AbstractAddr(const std::string& name, socklen_t* len) {
+Result<sockaddr_un> ShmSocketAddr(const std::string& oss_addr, socklen_t* len) {
+  const std::string name = ShmSocketName(oss_addr);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  const size_t n = std::min(name.size(), sizeof(a.sun_path) - 1);
-  std::memcpy(a.sun_path + 1, name.data(), n);  // sun_path[0] == 0: abstract namespace
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  if (name.size() + 1 > sizeof(a.sun_path))
+    return Status::InvalidArgument(fmt::format("shm socket name too long: {}", name));
+  std::memcpy(a.sun_path + 1, name.data(), name.size());  // sun_path[0] == 0: abstract
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   return a;
 }
 
-}  // namespace
+ssize_t SendWithFd(int sock, const void* msg, size_t len, int fd) {
+  iovec iov{const_cast<void*>(msg), len};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (fd >= 0) {
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof(ctl);
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  return sendmsg(sock, &mh, MSG_NOSIGNAL);
+}
 
 Result<std::unique_ptr<ShmRegistration>> RegisterShm(const std::string& oss_addr,
                                                      const ShmRegion& region,
@@ -85,28 +101,17 @@ Result<std::unique_ptr<ShmRegistration>> RegisterShm(const std::string& oss_addr
     return st;
   };
   socklen_t alen;
-  sockaddr_un addr = AbstractAddr(ShmSocketName(oss_addr), &alen);
-  if (connect(s, reinterpret_cast<sockaddr*>(&addr), alen) != 0) {
+  auto addr = ShmSocketAddr(oss_addr, &alen);
+  if (!addr.ok())
+    return fail(addr.status());
+  if (connect(s, reinterpret_cast<sockaddr*>(&*addr), alen) != 0) {
     return fail(Status::Unavailable(fmt::format(
         "no shared-memory endpoint for OSS {} on this host: {}", oss_addr, strerror(errno))));
   }
   ShmRegisterMsg msg{};
   std::memcpy(msg.magic, kShmMagic, sizeof(msg.magic));
   msg.version = kShmVersion;
-  iovec iov{&msg, sizeof(msg)};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = ctl;
-  mh.msg_controllen = sizeof(ctl);
-  cmsghdr* c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  const int fd = region.fd();
-  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  if (sendmsg(s, &mh, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(msg)))
+  if (SendWithFd(s, &msg, sizeof(msg), region.fd()) != static_cast<ssize_t>(sizeof(msg)))
     return fail(
         Status::Unavailable(fmt::format("shm register with {}: {}", oss_addr, strerror(errno))));
   pollfd pfd{s, POLLIN, 0};

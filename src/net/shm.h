@@ -14,6 +14,9 @@
 // socket closes (the client process ended or dropped the region) and its reads in it finished.
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,6 +28,12 @@ namespace ciuic::net {
 
 // The abstract Unix socket name (without the leading NUL) an OSS serving `oss_addr` listens on.
 std::string ShmSocketName(const std::string& oss_addr);
+// The abstract-namespace address of that socket; *len gets its length for bind/connect.
+// kInvalidArgument when the name does not fit.
+Result<sockaddr_un> ShmSocketAddr(const std::string& oss_addr, socklen_t* len);
+// Sends `len` bytes of `msg` on the Unix socket `sock` in one message, with `fd` attached as
+// SCM_RIGHTS (none when fd < 0). Returns what sendmsg returns.
+ssize_t SendWithFd(int sock, const void* msg, size_t len, int fd);
 // True when `host` (of "host:port") is a loopback address: 127.0.0.0/8, ::1 or "localhost".
 bool IsLoopbackHost(const std::string& host);
 

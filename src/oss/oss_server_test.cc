@@ -455,35 +455,18 @@ namespace {
 // Returns the reply's error (0: accepted), or -1 when no reply came.
 int RawShmRegister(const std::string& addr, int fd, bool good_magic) {
   int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  const std::string name = net::ShmSocketName(addr);
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  if (connect(s, reinterpret_cast<sockaddr*>(&a),
-              static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())) != 0) {
+  socklen_t len;
+  sockaddr_un a = net::ShmSocketAddr(addr, &len).value();
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     close(s);
     return -1;
   }
   net::ShmRegisterMsg msg{};
   std::memcpy(msg.magic, good_magic ? "CIUICSHM" : "NOTCIUIC", 8);
   msg.version = net::kShmVersion;
-  iovec iov{&msg, sizeof(msg)};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (fd >= 0) {
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof(ctl);
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
   int error = -1;
   net::ShmRegisterReply rep{};
-  if (sendmsg(s, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(msg)) &&
+  if (net::SendWithFd(s, &msg, sizeof(msg), fd) == static_cast<ssize_t>(sizeof(msg)) &&
       recv(s, &rep, sizeof(rep), 0) == static_cast<ssize_t>(sizeof(rep))) {
     error = rep.error;
   }

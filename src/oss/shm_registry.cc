@@ -30,20 +30,16 @@ ShmRegistry::~ShmRegistry() {
 }
 
 Status ShmRegistry::Start(const std::string& served_addr) {
-  const std::string name = net::ShmSocketName(served_addr);
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (name.size() + 1 > sizeof(a.sun_path))
-    return Status::InvalidArgument(fmt::format("shm socket name too long: {}", name));
-  std::memcpy(a.sun_path + 1, name.data(), name.size());
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  socklen_t len;
+  CIUIC_ASSIGN_OR_RETURN(sockaddr_un a, net::ShmSocketAddr(served_addr, &len));
   int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
     return Status::Unavailable(fmt::format("unix socket: {}", strerror(errno)));
   if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(fd, 64) != 0) {
     int e = errno;
     close(fd);
-    return Status::Unavailable(fmt::format("shm endpoint @{}: {}", name, strerror(e)));
+    return Status::Unavailable(
+        fmt::format("shm endpoint @{}: {}", net::ShmSocketName(served_addr), strerror(e)));
   }
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0) {
