@@ -357,6 +357,56 @@ TEST(RocksKvStorePowerLossTest, SyncedWritesSurviveUnsyncedVanish) {
   EXPECT_TRUE(rig.kv->Get(Cf::kInodes, "synced", &v).ok());
 }
 
+// A failed WAL write (dead disk, full disk) leaves RocksDB refusing writes; its SyncWAL() then
+// asserted (aborting the MDS) instead of returning an error. Found by the whole-cluster power-cut
+// test: a group commit failed and the next fsync mutation synced the WAL.
+TEST(RocksKvStorePowerLossTest, SyncAndWritesAfterAFailedWriteReturnTheErrorInsteadOfAborting) {
+  PowerLossRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Open());
+  ASSERT_TRUE(Put(rig.kv.get(), "before", "1", true).ok());
+  rig.fs->SetActive(false);
+  EXPECT_FALSE(Put(rig.kv.get(), "dead", "x", false).ok());
+  Status sync = rig.kv->SyncWal();
+  EXPECT_FALSE(sync.ok());
+  EXPECT_NE(sync.message().find("restart the MDS"), std::string::npos) << sync.ToString();
+  rig.fs->SetActive(true);  // the disk is back, but the store stays stopped until reopened
+  EXPECT_FALSE(Put(rig.kv.get(), "later", "x", true).ok());
+  EXPECT_FALSE(rig.kv->SyncWal().ok());
+  std::string v;
+  EXPECT_TRUE(rig.kv->Get(Cf::kInodes, "before", &v).ok());  // reads still work
+  rig.PowerCycle(0);
+  ASSERT_NO_FATAL_FAILURE(rig.Open());
+  EXPECT_TRUE(rig.kv->Get(Cf::kInodes, "before", &v).ok());
+  ASSERT_TRUE(Put(rig.kv.get(), "reopened", "1", true).ok());
+  ASSERT_TRUE(rig.kv->SyncWal().ok());
+}
+
+// As the MDS syncs for FsyncDir: unsynced writes, then SyncWal(); power cuts with torn tails.
+TEST(RocksKvStorePowerLossTest, SyncWalMakesEarlierWritesDurableAcrossTornPowerCuts) {
+  const uint64_t seed = std::random_device{}() | 1;
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  PowerLossRig rig;
+  ASSERT_NO_FATAL_FAILURE(rig.Open());
+  std::vector<std::string> synced;
+  for (int round = 0; round < 8; ++round) {
+    for (int i = 0; i < 50; ++i) {
+      const std::string k = fmt::format("r{}-{:03}", round, i);
+      ASSERT_TRUE(Put(rig.kv.get(), k, "v", false).ok());
+      if (rng() % 8 == 0) {
+        ASSERT_TRUE(rig.kv->SyncWal().ok());
+        synced.push_back(k);
+      }
+    }
+    rig.PowerCycle(rng() % 2 == 0 ? 0 : (rng() | 1));
+    ASSERT_NO_FATAL_FAILURE(rig.Open());
+    for (const std::string& k : synced) {
+      std::string v;
+      ASSERT_TRUE(rig.kv->Get(Cf::kInodes, k, &v).ok()) << "round " << round << ": lost " << k;
+    }
+  }
+}
+
 TEST(RocksKvStorePowerLossTest, TornUnsyncedTailNeverCorruptsOrSplitsABatch) {
   const uint64_t seed = std::random_device{}() | 1;
   SCOPED_TRACE(testing::Message() << "seed " << seed);

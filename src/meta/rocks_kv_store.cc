@@ -225,11 +225,23 @@ Status RocksKvStore::Write(const WriteBatch& batch, bool sync) {
   }
   rocksdb::WriteOptions wo;
   wo.sync = sync;
-  return FromRocks(db_->Write(wo, &wb), "write");
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (!write_error_.ok())
+    return write_error_;
+  Status st = FromRocks(db_->Write(wo, &wb), "write");
+  if (!st.ok() && st.code() != StatusCode::kInvalidArgument)
+    write_error_ = st.WithContext("the MDS store stopped writing (restart the MDS)");
+  return st;
 }
 
 Status RocksKvStore::SyncWal() {
-  return FromRocks(db_->SyncWAL(), "sync wal");
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (!write_error_.ok())
+    return write_error_;
+  Status st = FromRocks(db_->SyncWAL(), "sync wal");
+  if (!st.ok())
+    write_error_ = st.WithContext("the MDS store stopped writing (restart the MDS)");
+  return st;
 }
 
 std::unique_ptr<KvIterator> RocksKvStore::NewIterator(Cf cf, std::string upper_bound) {

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "meta/kv_store.h"
@@ -67,6 +68,11 @@ class RocksKvStore : public KvStore {
   rocksdb::DB* db_ = nullptr;
   std::array<rocksdb::ColumnFamilyHandle*, kNumCfs> cfs_{};
   rocksdb::ColumnFamilyHandle* default_cf_ = nullptr;
+  // The first failed write. RocksDB stops writing after a WAL write error, and its SyncWAL()
+  // then asserts (Debian's build keeps assertions) instead of returning it: from the first
+  // failure on, Write and SyncWal return this error until the store is reopened.
+  std::mutex error_mu_;
+  Status write_error_;  // CIUIC_GUARDED_BY(error_mu_)
 };
 
 }  // namespace ciuic::meta
