@@ -111,6 +111,7 @@ Result<FileHandle> MemIoEngine::Open(const std::string& raw_path, int flags, mod
   CIUIC_RETURN_IF_ERROR(CIUIC_FAULT("io.open"));
   std::string path = Normalize(raw_path);
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   if (max_handles_ != 0 && handles_.size() >= max_handles_)
     return Status::Unavailable("open " + path + ": Too many open files");
   if (!IsDirLocked(Parent(path)))
@@ -178,6 +179,7 @@ void MemIoEngine::ReleaseIfOrphanLocked(Inode* inode) {
 Result<size_t> MemIoEngine::RunOp(const IoOp& op) {
   CIUIC_RETURN_IF_ERROR(CIUIC_FAULT(op.kind == IoKind::kRead ? "io.read" : "io.write"));
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   CIUIC_ASSIGN_OR_RETURN(Handle * h, FindLocked(op.fh));
   CIUIC_RETURN_IF_ERROR(CheckDirectLocked(*h, op.buf, op.offset, op.len));
   Inode* inode = h->inode.get();
@@ -218,6 +220,7 @@ Status MemIoEngine::Fsync(FileHandle fh) {
 Status MemIoEngine::Fdatasync(FileHandle fh) {
   CIUIC_RETURN_IF_ERROR(CIUIC_FAULT("io.fsync"));
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   CIUIC_ASSIGN_OR_RETURN(Handle * h, FindLocked(fh));
   Inode* inode = h->inode.get();
   inode->durable_data = inode->data;
@@ -237,6 +240,7 @@ Status MemIoEngine::Fdatasync(FileHandle fh) {
 Status MemIoEngine::Truncate(FileHandle fh, uint64_t length) {
   CIUIC_RETURN_IF_ERROR(CIUIC_FAULT("io.truncate"));
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   CIUIC_ASSIGN_OR_RETURN(Handle * h, FindLocked(fh));
   if ((h->flags & O_ACCMODE) == O_RDONLY)
     return BadHandle();
@@ -245,6 +249,7 @@ Status MemIoEngine::Truncate(FileHandle fh, uint64_t length) {
 
 Status MemIoEngine::PunchHole(FileHandle fh, uint64_t offset, uint64_t len) {
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   CIUIC_ASSIGN_OR_RETURN(Handle * h, FindLocked(fh));
   auto& data = h->inode->data;
   if (offset >= data.size())
@@ -257,6 +262,7 @@ Status MemIoEngine::PunchHole(FileHandle fh, uint64_t offset, uint64_t len) {
 
 Result<FileStat> MemIoEngine::Stat(FileHandle fh) {
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   CIUIC_ASSIGN_OR_RETURN(Handle * h, FindLocked(fh));
   uint64_t size = h->inode->data.size();
   return FileStat{size, size};
@@ -265,6 +271,7 @@ Result<FileStat> MemIoEngine::Stat(FileHandle fh) {
 Result<FileStat> MemIoEngine::StatPath(const std::string& raw_path) {
   std::string path = Normalize(raw_path);
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   if (IsDirLocked(path))
     return FileStat{};
   auto it = live_.find(path);
@@ -278,6 +285,7 @@ Status MemIoEngine::Unlink(const std::string& raw_path) {
   CIUIC_RETURN_IF_ERROR(CIUIC_FAULT("io.unlink"));
   std::string path = Normalize(raw_path);
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   auto it = live_.find(path);
   if (it == live_.end())
     return Status::NotFound("unlink " + path + ": no such file");
@@ -294,6 +302,7 @@ Status MemIoEngine::Rename(const std::string& raw_from, const std::string& raw_t
   std::string from = Normalize(raw_from);
   std::string to = Normalize(raw_to);
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   auto it = live_.find(from);
   if (it == live_.end())
     return Status::NotFound("rename " + from + ": no such file");
@@ -342,6 +351,7 @@ Status MemIoEngine::MkdirAll(const std::string& raw_path) {
   if (path.empty())
     return Status::InvalidArgument("empty path");
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   for (size_t pos = 1; pos <= path.size(); ++pos) {
     if (pos != path.size() && path[pos] != '/')
       continue;
@@ -360,6 +370,7 @@ Status MemIoEngine::SyncDir(const std::string& raw_path) {
   CIUIC_RETURN_IF_ERROR(CIUIC_FAULT("io.syncdir"));
   std::string path = Normalize(raw_path);
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   if (!IsDirLocked(path))
     return Status::NotFound("sync dir " + path + ": no such directory");
   for (auto e = durable_.begin(); e != durable_.end();) {
@@ -375,6 +386,7 @@ Status MemIoEngine::SyncDir(const std::string& raw_path) {
 Result<std::vector<std::string>> MemIoEngine::ListDir(const std::string& raw_path) {
   std::string path = Normalize(raw_path);
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   if (!IsDirLocked(path)) {
     if (live_.count(path) != 0)
       return Status::NotADirectory(path + " is not a directory");
@@ -391,6 +403,7 @@ Result<std::vector<std::string>> MemIoEngine::ListDir(const std::string& raw_pat
 Result<FsStat> MemIoEngine::StatFs(const std::string& raw_path) {
   std::string path = Normalize(raw_path);
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   if (!IsDirLocked(path) && live_.count(path) == 0)
     return Status::NotFound("statfs " + path);
   FsStat out;
@@ -402,11 +415,23 @@ Result<FsStat> MemIoEngine::StatFs(const std::string& raw_path) {
 
 Status MemIoEngine::LockFile(FileHandle fh) {
   std::lock_guard<std::mutex> lock(mu_);
+  CIUIC_RETURN_IF_ERROR(PoweredLocked());
   CIUIC_ASSIGN_OR_RETURN(Handle * h, FindLocked(fh));
   auto [it, inserted] = locks_.emplace(h->inode.get(), fh);
   if (!inserted && it->second != fh)
     return Status::Busy("file is locked by another user");
   return Status::OK();
+}
+
+Status MemIoEngine::PoweredLocked() const {
+  if (!powered_)
+    return Status::IoError("the power is off (simulated)");
+  return Status::OK();
+}
+
+void MemIoEngine::SetPowered(bool powered) {
+  std::lock_guard<std::mutex> lock(mu_);
+  powered_ = powered;
 }
 
 void MemIoEngine::SimulatePowerLoss() {

@@ -55,6 +55,12 @@ class MemIoEngine : public IoEngine {
   // Drops every byte, file and directory entry not made durable, and closes all handles (later
   // use of an old handle fails with kInvalidArgument, like EBADF).
   void SimulatePowerLoss();
+  // false: the machine is off. Every later call (open, read, write, sync, rename, stat...) fails
+  // with kIoError, as on a machine whose power was cut, so a server that keeps running leaves
+  // nothing more on this "disk" (closing handles still works). A whole-cluster power cut
+  // (MiniCluster::CutPower) turns this off on every OSS's engine, stops the servers, and then
+  // calls SimulatePowerLoss(). true again: back to normal.
+  void SetPowered(bool powered);
   // Limits the total bytes of file data; 0 means no limit (StatFs then reports 1 TiB).
   void SetCapacity(uint64_t bytes);
   // Bytes of file data currently stored (volatile view).
@@ -78,6 +84,8 @@ class MemIoEngine : public IoEngine {
 
   Result<size_t> RunOp(const IoOp& op);
   Result<Handle*> FindLocked(FileHandle fh);
+  // kIoError while the power is off (SetPowered).
+  Status PoweredLocked() const;
   Status CheckDirectLocked(const Handle& h, const void* buf, uint64_t offset, size_t len) const;
   Status ResizeLocked(Inode* inode, uint64_t size);
   bool IsDirLocked(const std::string& path) const;
@@ -93,6 +101,7 @@ class MemIoEngine : public IoEngine {
   uint64_t capacity_ = 0;                               // guarded by mu_
   uint64_t used_ = 0;                                   // guarded by mu_
   size_t max_handles_ = 0;                              // guarded by mu_
+  bool powered_ = true;                                 // guarded by mu_
   ThreadPool pool_;
 };
 
