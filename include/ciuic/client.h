@@ -364,6 +364,14 @@ class Client {
   // kInvalidArgument (bad layout), kBusy (the file already has data).
   virtual Status SetLayout(const std::string& path, const FileLayout& layout) = 0;
 
+  // Makes every namespace change made so far durable (as fsync(2) on a directory does): creates,
+  // renames, unlinks and attribute changes of `path` and of every other directory, since the
+  // MDS commits its mutations in one ordered log and this syncs it. Namespace mutations are
+  // acknowledged before they are durable (the MDS's log is synced in groups); file data is made
+  // durable by File::Fsync, not by this. `path` may name a file too (the same sync). One MDS
+  // round trip. Errors: kNotFound, kUnavailable, kIoError (the MDS could not sync).
+  virtual Status FsyncDir(const std::string& path) = 0;
+
   // Space and inodes of the whole cluster.
   virtual Result<StatFs> Statfs() = 0;
   // The OSTs as the MDS sees them (fresh from the MDS).
@@ -441,6 +449,8 @@ class Client {
   virtual Status RemoveXattrAt(const FileId& id, const std::string& name) = 0;
   virtual Result<FileLayout> GetLayoutAt(const FileId& id) = 0;
   virtual Status SetLayoutAt(const FileId& id, const FileLayout& layout) = 0;
+  // FsyncDir of the file or directory `id`.
+  virtual Status FsyncDirAt(const FileId& id) = 0;
 
   // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
   // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 
 #include <limits>
-#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -206,10 +205,7 @@ Status WriteDurable(Client& client, const std::string& path, const std::string& 
 }
 
 Status SyncNamespace(Client& client, const std::string& dir) {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  const std::string path = fmt::format("{}/.sync-{:016x}", dir, rng());
-  CIUIC_RETURN_IF_ERROR(WriteDurable(client, path, "s"));
-  return client.Unlink(path);
+  return client.FsyncDir(dir);
 }
 
 void Inflight::Acquire() {

@@ -32,9 +32,8 @@ int64_t NumElements(const std::vector<int64_t>& shape);
 
 // Writes `data` to `path` (created or truncated), fsyncs and closes it.
 Status WriteDurable(Client& client, const std::string& path, const std::string& data);
-// Makes the namespace changes before it durable: the client API has no directory fsync, so this
-// does a synced MDS write (a small file in `dir`, fsynced, then removed); the MDS log is ordered,
-// so every earlier change (a rename) is durable once it is.
+// Makes the namespace changes before it durable (Client::FsyncDir of `dir`: the MDS log is
+// ordered, so every earlier change, such as the manifest's rename, is durable once it is synced).
 Status SyncNamespace(Client& client, const std::string& dir);
 
 // Bounds the async IOs in flight and keeps the first error. Acquire blocks (caller thread);

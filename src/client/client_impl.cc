@@ -655,6 +655,15 @@ Status ClientImpl::SetLayout(const std::string& path, const FileLayout& layout) 
   return Status::OK();
 }
 
+Status ClientImpl::FsyncDir(const std::string& path) {
+  CIUIC_ASSIGN_OR_RETURN(Fid fid, FidOf(path, true));
+  pb::FsyncDirReq req;
+  net::ToPb(fid, req.mutable_fid());
+  pb::FsyncDirResp resp;
+  Status st = core_->Mds(net::MsgType::kFsyncDir, &req, &resp, true);
+  return st.ok() ? st : st.WithContext(path);
+}
+
 Result<StatFs> ClientImpl::Statfs() {
   pb::StatfsReq req;
   pb::StatfsResp resp;

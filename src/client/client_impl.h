@@ -54,6 +54,7 @@ class ClientImpl : public Client {
   Status RemoveXattr(const std::string& path, const std::string& name) override;
   Result<FileLayout> GetLayout(const std::string& path) override;
   Status SetLayout(const std::string& path, const FileLayout& layout) override;
+  Status FsyncDir(const std::string& path) override;
   Result<StatFs> Statfs() override;
   Result<std::vector<OstStatus>> OstMap() override;
 
@@ -107,6 +108,7 @@ class ClientImpl : public Client {
   Result<std::vector<std::string>> ListXattrAt(const FileId& id) override;
   Status RemoveXattrAt(const FileId& id, const std::string& name) override;
   Result<FileLayout> GetLayoutAt(const FileId& id) override;
+  Status FsyncDirAt(const FileId& id) override;
   Status SetLayoutAt(const FileId& id, const FileLayout& layout) override;
   Result<bool> LockAt(const FileId& id,
                       LockKind kind,

@@ -458,6 +458,14 @@ Result<FileLayout> ClientImpl::GetLayoutAt(const FileId& id) {
   return net::FromPb(resp.layout());
 }
 
+Status ClientImpl::FsyncDirAt(const FileId& id) {
+  pb::FsyncDirReq req;
+  SetFid(id, req.mutable_fid());
+  pb::FsyncDirResp resp;
+  Status st = core_->Mds(net::MsgType::kFsyncDir, &req, &resp, true);
+  return st.ok() ? st : st.WithContext(Name(id));
+}
+
 Status ClientImpl::SetLayoutAt(const FileId& id, const FileLayout& layout) {
   Status valid = layout.Validate();
   if (!valid.ok())

@@ -620,9 +620,13 @@ void OpReleasedir(fuse_req_t req, fuse_ino_t, struct fuse_file_info*) {
   fuse_reply_err(req, 0);
 }
 
-void OpFsyncdir(fuse_req_t req, fuse_ino_t, int, struct fuse_file_info*) {
-  // Directory changes are committed by the MDS's write-ahead log before it replies.
-  fuse_reply_err(req, 0);
+void OpFsyncdir(fuse_req_t req, fuse_ino_t ino, int, struct fuse_file_info*) {
+  // The MDS acknowledges namespace changes before its log is synced (in groups); fsync of a
+  // directory asks for that sync, which makes this and every earlier change durable.
+  Impl* self = Self(req);
+  const FileId id = self->IdOf(ino);
+  self->Meta(req,
+             [self, req, id] { fuse_reply_err(req, self->client().FsyncDirAt(id).ToErrno()); });
 }
 
 void OpStatfs(fuse_req_t req, fuse_ino_t) {
