@@ -211,16 +211,59 @@ bool ClientCore::WaitOrStop(int64_t ms) {
 // ---------------------------------------------------------------------------------------------
 // MDS
 
-Result<std::shared_ptr<net::RpcChannel>> ClientCore::MdsChannel() {
+Result<std::shared_ptr<net::RpcChannel>> ClientCore::MdsChannel(uint64_t* epoch) {
   std::lock_guard<std::mutex> lock(mds_mu_);
   if (shutdown_)
     return Status::Aborted("client shut down");
-  if (mds_ch_ && mds_ch_->connected())
+  if (mds_ch_ && mds_ch_->connected()) {
+    *epoch = mds_ch_epoch_;
     return mds_ch_;
+  }
   mds_ch_.reset();
   // Connecting under the lock makes concurrent callers wait for one connect instead of racing.
-  CIUIC_ASSIGN_OR_RETURN(mds_ch_, net::RpcChannel::Connect(loop_.get(), cluster_.mds, chan_opts_));
+  CIUIC_ASSIGN_OR_RETURN(auto ch, net::RpcChannel::Connect(loop_.get(), cluster_.mds, chan_opts_));
+  // The epoch before anything else on this connection, so every reply on it is under that epoch.
+  pb::GetOstMapReq q;
+  pb::GetOstMapResp r;
+  CIUIC_RETURN_IF_ERROR(ch->CallMsg(net::MsgType::kGetOstMap, q, &r, options_.mds_timeout_ms));
+  mds_ch_ = std::move(ch);
+  mds_ch_epoch_ = r.mds_epoch();
+  *epoch = mds_ch_epoch_;
   return mds_ch_;
+}
+
+void ClientCore::NoteMdsAck(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(acks_mu_);
+  UnsyncedAcks& u = unsynced_by_epoch_[epoch];
+  u.last = ++mds_acks_;
+  ++u.count;
+}
+
+uint64_t ClientCore::MdsAcks() {
+  std::lock_guard<std::mutex> lock(acks_mu_);
+  return mds_acks_;
+}
+
+Status ClientCore::CheckMdsSynced(uint64_t epoch, uint64_t acks_before) {
+  std::lock_guard<std::mutex> lock(acks_mu_);
+  uint64_t lost = 0;
+  for (auto it = unsynced_by_epoch_.begin(); it != unsynced_by_epoch_.end();) {
+    if (it->first != epoch) {
+      lost += it->second.count;  // reported once, as a failed fsync(2) reports a lost writeback
+      it = unsynced_by_epoch_.erase(it);
+    } else if (it->second.last <= acks_before) {
+      it = unsynced_by_epoch_.erase(it);  // all of them were acknowledged before this sync
+    } else {
+      ++it;
+    }
+  }
+  if (lost != 0) {
+    return Status::IoError(fmt::format(
+        "the MDS lost power after acknowledging {} namespace change(s) of this client that were "
+        "not yet synced: they may be lost",
+        lost));
+  }
+  return Status::OK();
 }
 
 void ClientCore::DropMdsChannel(const std::shared_ptr<net::RpcChannel>& ch) {
@@ -272,18 +315,31 @@ Status ClientCore::MdsCall(net::MsgType type,
   if (mutation)
     ClearAttrCache(type);
   const int64_t deadline = MonoMillis() + options_.ost_retry_ms;
+  // A sync makes every mutation acknowledged before it durable, if the same MDS epoch served
+  // them; the rest are tracked until a sync.
+  const bool syncs =
+      type == net::MsgType::kFsyncDir ||
+      (type == net::MsgType::kUpdateSize && static_cast<const pb::UpdateSizeReq*>(req)->sync());
+  const bool tracked = mutation && !syncs && type != net::MsgType::kLock;
+  const uint64_t acks_before = syncs ? MdsAcks() : 0;
   bool reopened = false;
   for (int attempt = 0;; ++attempt) {
     if (shutdown_)
       return Status::Aborted("client shut down");
     Status st;
-    auto ch = MdsChannel();
+    uint64_t epoch = 0;
+    auto ch = MdsChannel(&epoch);
     if (!ch.ok()) {
       st = ch.status();
     } else {
       st = (*ch)->CallMsg(type, *req, resp, options_.mds_timeout_ms);
-      if (st.ok())
+      if (st.ok()) {
+        if (syncs)
+          return CheckMdsSynced(epoch, acks_before);
+        if (tracked)
+          NoteMdsAck(epoch);
         return st;
+      }
       if (!(*ch)->connected()) {
         DropMdsChannel(*ch);
       } else if (mutation && ctx != nullptr && st.code() == StatusCode::kUnavailable) {
@@ -679,7 +735,8 @@ void ClientCore::ClearAttrCache(net::MsgType type) {
     case net::MsgType::kTruncateDone:
     case net::MsgType::kFallocate:
     case net::MsgType::kLock:
-      dirs = false;  // a regular file's data, size or locks: no directory changes
+    case net::MsgType::kFsyncDir:
+      dirs = false;  // a regular file's data, size or locks, or a sync: no directory changes
       break;
     default:
       break;

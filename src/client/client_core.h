@@ -74,7 +74,11 @@ struct Node {
   bool size_dirty = false;     // local writes extended `size` past what the MDS was told
   bool unsynced_data = false;  // written since the last fsync
   Timespec mtime;              // of the last local write
-  std::set<std::pair<uint32_t, ObjectId>> touched;  // (ost, object) written since last sync
+  // (ost, object) written since the last sync -> the OSS's durability epoch of the write
+  // acknowledgements (0: none yet; kMixedEpochs: acknowledged under two epochs, so some may be
+  // lost). The sync names it, and the OSS refuses a sync under another epoch (docs/design.md).
+  std::map<std::pair<uint32_t, ObjectId>, uint64_t> touched;  // CIUIC_GUARDED_BY(mu)
+  static constexpr uint64_t kMixedEpochs = UINT64_MAX;
 
   // Bumped when a write starts and when it ends: readahead chunks fetched under an older
   // generation are stale.
@@ -213,7 +217,16 @@ class ClientCore {
   // Opens a session; when `lost` is non-zero, only if the current session is still that one.
   Status OpenSession(uint64_t lost = 0);
   void RenewLoop();
-  Result<std::shared_ptr<net::RpcChannel>> MdsChannel();
+  // The MDS channel, connected if need be; *epoch gets the MDS's durability epoch, asked once
+  // per connection (a restarted MDS is a new connection).
+  Result<std::shared_ptr<net::RpcChannel>> MdsChannel(uint64_t* epoch);
+  // Namespace durability across MDS power loss (docs/design.md "Durability epochs"): every
+  // acknowledged mutation is noted with the epoch of the MDS that acknowledged it; a sync
+  // (FsyncDir, a synced size update) answered under another epoch than some of them fails with
+  // kIoError, once, since they may have been lost with the MDS's power.
+  void NoteMdsAck(uint64_t epoch);
+  uint64_t MdsAcks();
+  Status CheckMdsSynced(uint64_t epoch, uint64_t acks_before);
   void DropMdsChannel(const std::shared_ptr<net::RpcChannel>& ch);
   bool WaitOrStop(int64_t ms);
   static bool IsSessionLost(const Status& st);
@@ -254,6 +267,14 @@ class ClientCore {
 
   std::mutex mds_mu_;
   std::shared_ptr<net::RpcChannel> mds_ch_;  // CIUIC_GUARDED_BY(mds_mu_)
+  uint64_t mds_ch_epoch_ = 0;                // CIUIC_GUARDED_BY(mds_mu_)
+  struct UnsyncedAcks {
+    uint64_t last = 0;   // number (MdsAcks) of the latest
+    uint64_t count = 0;  // how many
+  };
+  std::mutex acks_mu_;
+  uint64_t mds_acks_ = 0;                               // CIUIC_GUARDED_BY(acks_mu_)
+  std::map<uint64_t, UnsyncedAcks> unsynced_by_epoch_;  // CIUIC_GUARDED_BY(acks_mu_)
   std::atomic<uint64_t> session_id_{0};
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint32_t> lease_ms_{30000};

@@ -244,6 +244,21 @@ void OpenFile::WriteRange(const uint8_t* src,
   });
 }
 
+void OpenFile::NoteWriteEpoch(const std::pair<uint32_t, ObjectId>& key, const std::string& body) {
+  pb::WriteResp resp;
+  if (!resp.ParseFromString(body) || resp.epoch() == 0)
+    return;  // an OSS that sends no epoch is not checked
+  std::lock_guard<std::mutex> lock(node_->mu);
+  auto it = node_->touched.find(key);
+  if (it == node_->touched.end())
+    return;
+  if (it->second == 0) {
+    it->second = resp.epoch();
+  } else if (it->second != resp.epoch()) {
+    it->second = Node::kMixedEpochs;  // the OSS lost power between two acknowledged writes
+  }
+}
+
 void OpenFile::IssueWrite(const uint8_t* src,
                           uint64_t len,
                           uint64_t offset,
@@ -273,7 +288,7 @@ void OpenFile::IssueWrite(const uint8_t* src,
   {
     std::lock_guard<std::mutex> lock(node_->mu);
     for (const WritePiece& p : pieces) {
-      node_->touched.emplace(p.ost, ObjectId{node_->fid, p.comp_id, p.stripe});
+      node_->touched.emplace(std::pair{p.ost, ObjectId{node_->fid, p.comp_id, p.stripe}}, 0);
     }
   }
   op->left = pieces.size() + 1;
@@ -294,19 +309,23 @@ void OpenFile::IssueWrite(const uint8_t* src,
     req->set_offset(p.obj_offset);
     call->req = std::move(req);
     call->out_data.push_back(net::ConstSpan{p.src, p.len});
-    call->done = [self, op, finish](Result<net::Reply> r) {
-      Status st = r.ok() ? Status::OK() : std::move(r).status();
-      self->ThrottleDone();
-      bool last;
-      {
-        std::lock_guard<std::mutex> lock(op->mu);
-        if (!st.ok() && op->first.ok())
-          op->first = st;
-        last = --op->left == 0;
-      }
-      if (last)
-        finish();
-    };
+    call->done =
+        [self, op, finish,
+         key = std::pair{p.ost, ObjectId{node_->fid, p.comp_id, p.stripe}}](Result<net::Reply> r) {
+          Status st = r.ok() ? Status::OK() : std::move(r).status();
+          if (st.ok())
+            self->NoteWriteEpoch(key, r->body);
+          self->ThrottleDone();
+          bool last;
+          {
+            std::lock_guard<std::mutex> lock(op->mu);
+            if (!st.ok() && op->first.ok())
+              op->first = st;
+            last = --op->left == 0;
+          }
+          if (last)
+            finish();
+        };
     Throttled([self, call] { self->core_->OstCallAsync(call); });
   }
   bool last;
@@ -599,21 +618,25 @@ Status OpenFile::Fsync() {
   WaitOps(true);
   CIUIC_RETURN_IF_ERROR(LatchedError());
   const uint64_t gen = node_->write_gen.load();
-  std::map<uint32_t, std::vector<ObjectId>> by_ost;
+  // (ost, epoch of the acknowledgements) -> objects: each sync names the epoch its writes were
+  // acknowledged under.
+  std::map<std::pair<uint32_t, uint64_t>, std::vector<ObjectId>> by_ost;
   bool need_size;
   {
     std::lock_guard<std::mutex> lock(node_->mu);
-    for (const auto& [ost, obj] : node_->touched)
-      by_ost[ost].push_back(obj);
+    for (const auto& [key, epoch] : node_->touched)
+      by_ost[{key.first, epoch}].push_back(key.second);
     need_size = node_->unsynced_data || node_->size_dirty;
   }
   std::vector<std::shared_ptr<OstCall>> calls;
-  for (const auto& [ost, objs] : by_ost) {
+  for (const auto& [ost_epoch, objs] : by_ost) {
+    const uint32_t ost = ost_epoch.first;
     auto call = std::make_shared<OstCall>();
     call->type = net::MsgType::kSync;
     call->ost = ost;
     auto req = std::make_unique<pb::SyncReq>();
     req->set_ost(ost);
+    req->set_epoch(ost_epoch.second);
     for (const ObjectId& o : objs)
       net::ToPb(o, req->add_objs());
     call->req = std::move(req);
@@ -624,9 +647,9 @@ Status OpenFile::Fsync() {
     return st.WithContext(path_);
   {
     std::lock_guard<std::mutex> lock(node_->mu);
-    for (const auto& [ost, objs] : by_ost) {
+    for (const auto& [ost_epoch, objs] : by_ost) {
       for (const ObjectId& o : objs)
-        node_->touched.erase({ost, o});
+        node_->touched.erase({ost_epoch.first, o});
     }
   }
   if (need_size) {

@@ -104,6 +104,8 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
                   uint64_t offset,
                   std::shared_ptr<void> keepalive,
                   IoCallback cb);
+  // Records the durability epoch of a write acknowledgement (WriteResp body) for object `key`.
+  void NoteWriteEpoch(const std::pair<uint32_t, ObjectId>& key, const std::string& body);
   void IssueWrite(const uint8_t* src,
                   uint64_t len,
                   uint64_t offset,

@@ -238,4 +238,19 @@ std::string NewUuid() {
                      h.substr(16, 4), h.substr(20, 12));
 }
 
+uint64_t MachineDurabilityEpoch() {
+  static const uint64_t epoch = [] {
+    std::string id;
+    if (std::ifstream f("/proc/sys/kernel/random/boot_id"); f)
+      std::getline(f, id);
+    if (id.empty())
+      id = RandomBytes(16);
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+    for (unsigned char c : id)
+      h = (h ^ c) * 0x100000001b3ull;
+    return h == 0 ? 1 : h;
+  }();
+  return epoch;
+}
+
 }  // namespace ciuic

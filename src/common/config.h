@@ -48,4 +48,13 @@ Result<std::string> HexDecode(const std::string& hex);
 // A random RFC 4122 version-4 UUID string.
 std::string NewUuid();
 
+// The durability epoch of this machine: a non-zero number that stays the same while the kernel
+// keeps running and changes when it boots again (from /proc/sys/kernel/random/boot_id). Bytes a
+// server wrote and did not sync survive its own crash or kill -9 in the page cache; they are lost
+// only with the machine. Servers hand this epoch to clients with each acknowledgement of an
+// unsynced change, so a later sync under another epoch reports the possible loss instead of
+// claiming durability. Without a readable boot_id it is random per process (every restart then
+// counts as a possible loss).
+uint64_t MachineDurabilityEpoch();
+
 }  // namespace ciuic

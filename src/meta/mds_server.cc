@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/config.h"
 #include "common/logging.h"
 #include "meta/mem_kv_store.h"
 #include "meta/meta_service.h"
@@ -85,12 +86,15 @@ Status MdsServer::Start() {
       return Status::InvalidArgument("no data directory given");
     RocksKvStore::Options ro;
     ro.path = options_.data_dir;
+    ro.env = options_.env;
     CIUIC_ASSIGN_OR_RETURN(kv, RocksKvStore::Open(ro));
   }
   MetaOptions mo;
   mo.cluster_uuid = options_.cluster_uuid;
   mo.lease_ms = options_.lease_ms;
   mo.heartbeat_ms = options_.heartbeat_ms;
+  mo.durability_epoch =
+      options_.durability_epoch != 0 ? options_.durability_epoch : MachineDurabilityEpoch();
   CIUIC_ASSIGN_OR_RETURN(meta_, MetaService::Open(std::move(kv), mo));
 
   net::RpcServer::Options so;

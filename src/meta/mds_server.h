@@ -16,6 +16,10 @@
 
 #include "common/status.h"
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace ciuic::net {
 class RpcServer;
 }  // namespace ciuic::net
@@ -36,6 +40,11 @@ class MdsServer {
     std::string cluster_uuid;
     uint32_t lease_ms = 30000;
     uint32_t heartbeat_ms = 1000;
+    // Tests: the RocksDB Env (not owned; null: the default), e.g. one over a PowerLossFs.
+    rocksdb::Env* env = nullptr;
+    // Durability epoch handed to clients (MetaOptions::durability_epoch); 0: the machine's
+    // (MachineDurabilityEpoch). Tests that simulate power loss give each power cycle its own.
+    uint64_t durability_epoch = 0;
   };
   explicit MdsServer(Options options);
   ~MdsServer();  // Stop()

@@ -50,6 +50,9 @@ struct MetaOptions {
   uint32_t mds_index = 0;
   uint32_t lease_ms = 30000;
   uint32_t heartbeat_ms = 1000;  // an OSS missing 3 heartbeats is down
+  // Sent to clients with the OST map (GetOstMapResp.mds_epoch): changes only when unsynced
+  // mutations may have been lost (MdsServer: the machine's boot epoch; tests: a power cycle).
+  uint64_t durability_epoch = 0;
   // Punches in the OST work log wait this long before an OSS is told to apply them, so the
   // client that truncated applies them first.
   uint32_t punch_grace_ms = 2000;

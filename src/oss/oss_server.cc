@@ -32,7 +32,10 @@ struct BudgetHold {
 
 }  // namespace
 
-OssServer::OssServer(Options options) : options_(std::move(options)) {}
+OssServer::OssServer(Options options)
+    : options_(std::move(options)),
+      epoch_(options_.durability_epoch != 0 ? options_.durability_epoch
+                                            : MachineDurabilityEpoch()) {}
 
 OssServer::~OssServer() {
   Stop();
@@ -207,13 +210,15 @@ void OssServer::HandleWrite(net::ServerCall call) {
                       if (!sync) {
                         pb::WriteResp resp;
                         resp.set_object_length(length);
+                        resp.set_epoch(epoch_);
                         return c->Reply(resp);
                       }
-                      store->SyncAsync({id}, [c, length](Status s) {
+                      store->SyncAsync({id}, [this, c, length](Status s) {
                         if (!s.ok())
                           return c->ReplyError(s);
                         pb::WriteResp resp;
                         resp.set_object_length(length);
+                        resp.set_epoch(epoch_);
                         c->Reply(resp);
                       });
                     });
@@ -304,6 +309,14 @@ void OssServer::HandleSync(net::ServerCall call) {
   OstStore* store = FindOst(req.ost());
   if (store == nullptr)
     return call.ReplyError(NoSuchOst(req.ost()));
+  if (req.epoch() != 0 && req.epoch() != epoch_) {
+    // Writes acknowledged under another epoch were not synced before this machine lost power
+    // (or a crash simulation cut it): they may be gone, and a sync now would claim otherwise.
+    return call.ReplyError(Status::IoError(fmt::format(
+        "OST {}: the server lost power after acknowledging writes to {} object(s) that were not "
+        "yet synced; they may be lost",
+        req.ost(), req.objs_size())));
+  }
   std::vector<ObjectId> ids;
   ids.reserve(req.objs_size());
   for (const auto& o : req.objs())

@@ -65,6 +65,10 @@ class OssServer {
     uint32_t writeback_idle_ms = 5000;
     // Serve reads into the shared memory of clients on this host (shm_registry.h).
     bool shm_reads = true;
+    // Durability epoch sent with every write acknowledgement and checked by every sync
+    // (WriteResp.epoch, SyncReq.epoch); 0: the machine's (MachineDurabilityEpoch). Tests that
+    // simulate power loss give each power cycle its own.
+    uint64_t durability_epoch = 0;
   };
 
   explicit OssServer(Options options);
@@ -109,6 +113,7 @@ class OssServer {
   std::string ServedAddr() const;
 
   Options options_;
+  uint64_t epoch_ = 0;  // durability epoch, fixed at construction
   std::unique_ptr<io::IoEngine> own_engine_;
   io::IoEngine* engine_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;

@@ -2,15 +2,20 @@
 
 #include <stdlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 
 #include "ciuic.pb.h"
 #include "common/config.h"
 #include "common/time_util.h"
+#include "io/mem_io_engine.h"
 #include "meta/mds_server.h"
+#include "meta/power_loss_fs.h"
 #include "net/rpc.h"
 #include "oss/oss_server.h"
 
@@ -22,6 +27,8 @@ Result<std::unique_ptr<MiniCluster>> MiniCluster::Start(MiniClusterOptions optio
   if (options.num_oss < 1 || options.osts_per_oss < 1) {
     return Status::InvalidArgument("a MiniCluster needs at least one OSS with one OST");
   }
+  if (options.power_loss && options.mds_in_memory)
+    return Status::InvalidArgument("power-loss mode needs the MDS on RocksDB, not in memory");
   std::unique_ptr<MiniCluster> c(new MiniCluster(std::move(options)));
   CIUIC_RETURN_IF_ERROR(c->Init());
   return c;
@@ -36,6 +43,19 @@ Status MiniCluster::Init() {
   cluster_uuid_ = NewUuid();
   oss_ports_.assign(static_cast<size_t>(options_.num_oss), 0);
   oss_.resize(static_cast<size_t>(options_.num_oss));
+  if (options_.power_loss) {
+    mds_fs_ = std::make_shared<meta::PowerLossFs>(rocksdb::FileSystem::Default());
+    mds_env_ = rocksdb::NewCompositeEnv(mds_fs_);
+    for (int i = 0; i < options_.num_oss; ++i)
+      engines_.push_back(std::make_unique<io::MemIoEngine>());
+    // Epochs of simulated machines: distinct per server and per power cycle.
+    uint64_t base = 0;
+    std::memcpy(&base, RandomBytes(sizeof(base)).data(), sizeof(base));
+    base |= 1;
+    mds_epoch_ = base;
+    for (int i = 0; i < options_.num_oss; ++i)
+      oss_epochs_.push_back(base + (uint64_t{static_cast<uint32_t>(i) + 1} << 32));
+  }
   for (int i = 0; i < options_.num_oss; ++i) {
     for (int k = 0; k < options_.osts_per_oss; ++k) {
       std::error_code ec;
@@ -88,6 +108,8 @@ Status MiniCluster::StartMds() {
   o.cluster_uuid = cluster_uuid_;
   o.lease_ms = options_.lease_ms;
   o.heartbeat_ms = options_.heartbeat_ms;
+  o.env = mds_env_.get();
+  o.durability_epoch = mds_epoch_;
   auto mds = std::make_unique<meta::MdsServer>(o);
   Status st = mds->Start();
   if (!st.ok())
@@ -111,6 +133,10 @@ Status MiniCluster::StartOss(int i) {
   o.cluster_uuid = cluster_uuid_;
   o.io_engine = options_.io_engine;
   o.heartbeat_ms = options_.heartbeat_ms;
+  if (!engines_.empty()) {
+    o.test_engine = engines_[static_cast<size_t>(i)].get();
+    o.durability_epoch = oss_epochs_[static_cast<size_t>(i)];
+  }
   auto server = std::make_unique<oss::OssServer>(o);
   Status st = server->Start();
   if (!st.ok())
@@ -166,6 +192,77 @@ Status MiniCluster::StopMds() {
 Status MiniCluster::RestartMds() {
   CIUIC_RETURN_IF_ERROR(StopMds());
   return StartMds();
+}
+
+Status MiniCluster::CheckPowerLossMode() const {
+  if (!options_.power_loss)
+    return Status::InvalidArgument("the MiniCluster was not started with power_loss = true");
+  return Status::OK();
+}
+
+Status MiniCluster::CutPower(uint64_t torn_seed) {
+  CIUIC_RETURN_IF_ERROR(CheckPowerLossMode());
+  // One instant for every disk: nothing a server writes after this persists.
+  mds_fs_->SetActive(false);
+  for (auto& e : engines_)
+    e->SetPowered(false);
+  for (int i = 0; i < options_.num_oss; ++i)
+    CIUIC_RETURN_IF_ERROR(StopOss(i));
+  CIUIC_RETURN_IF_ERROR(StopMds());
+  auto dropped = mds_fs_->DropUnsyncedData(torn_seed);
+  if (!dropped.ok())
+    return dropped.status().WithContext("dropping the MDS's unsynced bytes");
+  for (auto& e : engines_)
+    e->SimulatePowerLoss();
+  ++mds_epoch_;
+  for (auto& epoch : oss_epochs_)
+    ++epoch;
+  return Status::OK();
+}
+
+Status MiniCluster::RestorePower() {
+  CIUIC_RETURN_IF_ERROR(CheckPowerLossMode());
+  mds_fs_->SetActive(true);
+  for (auto& e : engines_)
+    e->SetPowered(true);
+  CIUIC_RETURN_IF_ERROR(StartMds());
+  for (int i = 0; i < options_.num_oss; ++i)
+    CIUIC_RETURN_IF_ERROR(StartOss(i));
+  return WaitForOsts(num_osts(), 20000);
+}
+
+Status MiniCluster::PowerCycle(uint64_t torn_seed) {
+  CIUIC_RETURN_IF_ERROR(CutPower(torn_seed));
+  return RestorePower();
+}
+
+Status MiniCluster::PowerCycleOss(int i) {
+  CIUIC_RETURN_IF_ERROR(CheckPowerLossMode());
+  if (i < 0 || i >= options_.num_oss)
+    return Status::InvalidArgument("no such OSS");
+  io::MemIoEngine* e = engines_[static_cast<size_t>(i)].get();
+  e->SetPowered(false);
+  CIUIC_RETURN_IF_ERROR(StopOss(i));
+  e->SimulatePowerLoss();
+  ++oss_epochs_[static_cast<size_t>(i)];
+  e->SetPowered(true);
+  return StartOss(i);
+}
+
+Status MiniCluster::PowerCycleMds(uint64_t torn_seed) {
+  CIUIC_RETURN_IF_ERROR(CheckPowerLossMode());
+  mds_fs_->SetActive(false);
+  CIUIC_RETURN_IF_ERROR(StopMds());
+  auto dropped = mds_fs_->DropUnsyncedData(torn_seed);
+  ++mds_epoch_;
+  mds_fs_->SetActive(true);
+  if (!dropped.ok())
+    return dropped.status().WithContext("dropping the MDS's unsynced bytes");
+  return StartMds();
+}
+
+uint64_t MiniCluster::UnsyncedMdsBytes() const {
+  return mds_fs_ ? mds_fs_->UnsyncedBytes() : 0;
 }
 
 Status MiniCluster::WaitForOsts(int n, int timeout_ms) {

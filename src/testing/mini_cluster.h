@@ -3,6 +3,12 @@
 // destruction), a random secret and a cluster file clients connect with. Nodes can be stopped and
 // restarted (a restart keeps the node's data and port).
 //
+// Power-loss mode (MiniClusterOptions::power_loss): every OSS runs its OSTs on a MemIoEngine of
+// its own and the MDS keeps RocksDB on a PowerLossFs, so a simulated power cut drops exactly what
+// no fsync made durable (ARCHITECTURE Decision 2: kill -9 keeps the page cache and proves
+// nothing). The engines and the file-system wrapper belong to the MiniCluster and outlive
+// restarts, as disks outlive their servers.
+//
 // OST numbering: OSS i serves OSTs i*osts_per_oss .. (i+1)*osts_per_oss-1; OstDir(k) is the
 // directory of OST k. Thread-safety: control methods (Stop/Restart/Wait) must not race with each
 // other; clients may be used from any thread meanwhile.
@@ -17,9 +23,16 @@
 #include "common/status.h"
 #include "io/io_engine.h"
 
+namespace rocksdb {
+class Env;
+}
+namespace ciuic::io {
+class MemIoEngine;
+}
 namespace ciuic::meta {
 class MdsServer;
-}
+class PowerLossFs;
+}  // namespace ciuic::meta
 namespace ciuic::oss {
 class OssServer;
 }
@@ -33,6 +46,9 @@ struct MiniClusterOptions {
   io::IoEngineKind io_engine = io::IoEngineKind::kAuto;
   uint32_t lease_ms = 30000;
   uint32_t heartbeat_ms = 200;  // OSS heartbeats: short so tests see OST state changes soon
+  // OSSes on in-memory engines and the MDS on a file system that drops unsynced bytes, with
+  // PowerCycle(). Not with mds_in_memory (an in-memory MDS loses everything at a restart).
+  bool power_loss = false;
 };
 
 class MiniCluster {
@@ -60,6 +76,23 @@ class MiniCluster {
   Status StopMds();
   // Starts the MDS again on the same port with the same data (an in-memory MDS comes back empty).
   Status RestartMds();
+  // Power-loss mode only (else kInvalidArgument). CutPower() cuts the power of every server at
+  // one instant: from then on each one's disk refuses every read, write and sync, so nothing a
+  // server does afterwards persists; the servers are stopped (their shutdown syncs fail, as they
+  // would) and every byte not yet synced is dropped, on every OSS engine and in the MDS's
+  // RocksDB files (a torn tail when `torn_seed` != 0). Clients see their IO fail or time out.
+  // RestorePower() turns the disks on and starts every server again on its old port, then waits
+  // for the OSTs. PowerCycle() is both.
+  Status CutPower(uint64_t torn_seed = 0);
+  Status RestorePower();
+  Status PowerCycle(uint64_t torn_seed = 0);
+  // Power-loss mode only: cuts the power of one server, drops its unsynced bytes and starts it
+  // again (the rest of the cluster keeps running).
+  Status PowerCycleOss(int i);
+  Status PowerCycleMds(uint64_t torn_seed = 0);
+  // Bytes in the MDS's RocksDB files that the next power cut would drop (0 outside that mode).
+  uint64_t UnsyncedMdsBytes() const;
+
   // Waits until the MDS reports at least `n` OSTs up. kTimedOut after `timeout_ms`.
   Status WaitForOsts(int n, int timeout_ms = 10000);
 
@@ -75,6 +108,7 @@ class MiniCluster {
   Status Init();
   Status StartMds();
   Status StartOss(int i);
+  Status CheckPowerLossMode() const;
 
   MiniClusterOptions options_;
   std::string dir_;
@@ -85,6 +119,13 @@ class MiniCluster {
   std::vector<uint16_t> oss_ports_;
   std::unique_ptr<meta::MdsServer> mds_;
   std::vector<std::unique_ptr<oss::OssServer>> oss_;
+  // Power-loss mode: the MDS's RocksDB file system and Env, and one engine per OSS.
+  std::shared_ptr<meta::PowerLossFs> mds_fs_;
+  std::unique_ptr<rocksdb::Env> mds_env_;
+  std::vector<std::unique_ptr<io::MemIoEngine>> engines_;
+  // Power-loss mode: each server's durability epoch, changed by each power cut of it.
+  uint64_t mds_epoch_ = 0;
+  std::vector<uint64_t> oss_epochs_;
 };
 
 }  // namespace ciuic::testing

@@ -83,7 +83,9 @@ Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp
 }
 
 Result<pb::GetOstMapResp> MetaService::GetOstMap(const pb::GetOstMapReq&) {
-  return osts_.Snapshot();
+  pb::GetOstMapResp resp = osts_.Snapshot();
+  resp.set_mds_epoch(options_.durability_epoch);
+  return resp;
 }
 
 }  // namespace ciuic::meta
