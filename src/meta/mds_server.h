@@ -6,6 +6,12 @@
 // kUnavailable) and answered from it. RegisterOss and Heartbeat are for the OSS role only; the
 // namespace is for clients and admin tools; GetOstMap for anyone.
 //
+// Tenants (docs/design.md "Tenants and capabilities"): a connection's identity is its key. The
+// admin key (the cluster secret) is trusted as before. For a client key every request's ReqCtx
+// is rewritten from the key's rules before the MetaService sees it (uid map, root squash,
+// read-only, subtree root), a read-only key's mutations and every request of a revoked key are
+// refused, and each layout returned carries a capability the OSSes check.
+//
 // Thread-safety: Start, port and Stop may be called from any thread (not from a handler).
 #pragma once
 
@@ -23,6 +29,7 @@ class RpcServer;
 namespace ciuic::meta {
 
 class MetaService;
+struct Tenancy;
 
 class MdsServer {
  public:
@@ -36,6 +43,9 @@ class MdsServer {
     std::string cluster_uuid;
     uint32_t lease_ms = 30000;
     uint32_t heartbeat_ms = 1000;
+    // Lifetime of the capabilities issued to client keys (clients refresh them when an OSS
+    // refuses an expired one); bounds how long a revoked key's data access outlives it.
+    uint32_t cap_ttl_ms = 600000;
   };
   explicit MdsServer(Options options);
   ~MdsServer();  // Stop()
@@ -63,6 +73,7 @@ class MdsServer {
   bool started_ = false;
   std::unique_ptr<MetaService> meta_;
   std::unique_ptr<net::RpcServer> rpc_;
+  std::unique_ptr<Tenancy> tenancy_;
 };
 
 }  // namespace ciuic::meta
