@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "ciuic/client.h"
+#include "client_keys_cmd.h"
 #include "cluster_cmd.h"
 #include "common/config.h"
 #include "common/fid.h"
@@ -969,6 +970,34 @@ int Main(int argc, char** argv) {
       "status", "processes, OSTs and free space\nExample: ciuic cluster status ~/ciuic");
   status_cmd->add_option("dir", status_dir, "cluster directory");
   status_cmd->callback([&] { rc = ClusterStatus(DefaultClusterDir(status_dir)); });
+  AddClientOptions add_client;
+  auto* add_client_cmd = cluster->add_subcommand(
+      "add-client",
+      "make a key for one client, with the identity rules the MDS enforces for it, and write "
+      "a cluster file the client connects with (needs the admin cluster file)\n"
+      "Example: ciuic cluster add-client trainer --uid-map 1000:2000,*:65534 --squash-root "
+      "--subtree /datasets/team-a --read-only -o trainer.conf");
+  add_client_cmd->add_option("name", add_client.name, "client name")->required();
+  add_client_cmd->add_option("--uid-map", add_client.uid_map,
+                             "CLIENT:SERVER,... uid mapping; *:SERVER maps every other uid");
+  add_client_cmd->add_flag("--squash-root", add_client.squash_root,
+                           "uid 0 and gid 0 act as 65534 (nobody), as NFS root_squash");
+  add_client_cmd->add_flag("--read-only", add_client.read_only, "refuse every change");
+  add_client_cmd->add_option("--subtree", add_client.subtree,
+                             "cluster directory that is the client's / (it cannot leave it)");
+  add_client_cmd->add_option("-o,--out", add_client.out,
+                             "client cluster file to write (default DIR/clients/NAME.conf)");
+  add_client_cmd->callback([&] { rc = AddClient(g_cluster_file, add_client); });
+  std::string revoke_name;
+  auto* revoke_cmd = cluster->add_subcommand(
+      "revoke-client",
+      "revoke a client's key: the MDS refuses it at once, OSSes within a heartbeat\n"
+      "Example: ciuic cluster revoke-client trainer");
+  revoke_cmd->add_option("name", revoke_name, "client name")->required();
+  revoke_cmd->callback([&] { rc = RevokeClient(g_cluster_file, revoke_name); });
+  auto* list_clients_cmd = cluster->add_subcommand(
+      "list-clients", "client keys and their rules\nExample: ciuic cluster list-clients");
+  list_clients_cmd->callback([&] { rc = ListClients(g_cluster_file); });
 
   std::vector<std::string> paths;
   bool flag_l = false, flag_p = false, flag_r = false, flag_f = false, flag_s = false,

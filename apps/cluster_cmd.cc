@@ -188,7 +188,7 @@ Result<pid_t> Spawn(const std::vector<std::string>& argv, const fs::path& out_lo
   if (pid == 0) {
     ::setsid();
     int devnull = ::open("/dev/null", O_RDONLY);
-    int log = ::open(out_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    int log = ::open(out_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     if (devnull >= 0)
       ::dup2(devnull, 0);
     if (log >= 0) {
@@ -260,6 +260,11 @@ int ClusterUp(const ClusterUpOptions& o) {
   fs::path dir = fs::absolute(o.dir, ec);
   fs::create_directories(dir / "run", ec);
   fs::create_directories(dir / "logs", ec);
+  // The cluster directory holds the admin key and all the data: owner only (0700).
+  for (const fs::path& p : {dir, dir / "run", dir / "logs"}) {
+    if (!ec)
+      fs::permissions(p, fs::perms::owner_all, ec);
+  }
   if (ec) {
     Fail(fmt::format("cannot create cluster directory {}: {}", dir.string(), ec.message()));
     return 1;
@@ -323,6 +328,7 @@ int ClusterUp(const ClusterUpOptions& o) {
   fs::path mds_port_file = dir / "run" / "mds.port";
   fs::remove(mds_port_file, ec);
   fs::create_directories(dir / "mds", ec);
+  fs::permissions(dir / "mds", fs::perms::owner_all, ec);
   std::vector<std::string> mds_argv = {FindBinary("ciuic-mds"),
                                        "--data",
                                        (dir / "mds").string(),
@@ -355,6 +361,9 @@ int ClusterUp(const ClusterUpOptions& o) {
       int index = i * shape.osts_per_oss + j;
       fs::path ost = dir / fmt::format("oss{}", i) / fmt::format("ost{}", index);
       fs::create_directories(ost, ec);
+      // Object files are the data itself: no other local user may read them.
+      fs::permissions(ost.parent_path(), fs::perms::owner_all, ec);
+      fs::permissions(ost, fs::perms::owner_all, ec);
       argv.push_back("--ost");
       argv.push_back(fmt::format("{}:{}", index, ost.string()));
     }

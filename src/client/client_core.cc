@@ -8,6 +8,8 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 
 #include "common/logging.h"
 #include "common/time_util.h"
@@ -334,6 +336,7 @@ Status ClientCore::MdsCall(net::MsgType type,
     } else {
       st = (*ch)->CallMsg(type, *req, resp, options_.mds_timeout_ms);
       if (st.ok()) {
+        KeepCaps(*resp);
         if (syncs)
           return CheckMdsSynced(epoch, acks_before);
         if (tracked)
@@ -503,6 +506,7 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
     }
   }
   OstCall* raw = call.get();
+  AttachCap(raw);
   std::span<uint8_t> in_dest = raw->in_dest;
   if (raw->type == net::MsgType::kRead && !in_dest.empty() && shm_reads_ &&
       PrepareShmRead(addr, raw)) {
@@ -579,6 +583,25 @@ void ClientCore::OnCallDone(std::shared_ptr<OstCall> call,
     Dispatch(std::move(call));
     return;
   }
+  if (st.code() == StatusCode::kPermissionDenied &&
+      st.message().find("capability") != std::string::npos && !call->cap_refreshed) {
+    // Expired, or never known here: ask the MDS again (blocking, so on the pool), once.
+    call->cap_refreshed = true;
+    const Fid fid = CallFid(*call);
+    auto c = call;
+    if (fid.valid() && pool_->TrySubmit([this, c, fid] {
+          pb::GetAttrReq req;
+          net::ToPb(fid, req.mutable_fid());
+          pb::GetAttrResp resp;
+          Status gs = Mds(net::MsgType::kGetAttr, &req, &resp, false);
+          if (!gs.ok())
+            LOG_DEBUG("client: refreshing the capability of {} failed: {}", fid.ToString(),
+                      gs.ToString());
+          Dispatch(c);
+        })) {
+      return;
+    }
+  }
   if (!ch->connected()) {
     std::lock_guard<std::mutex> lock(ost_mu_);
     for (auto& [addr, conn] : oss_) {
@@ -587,6 +610,85 @@ void ClientCore::OnCallDone(std::shared_ptr<OstCall> call,
     }
   }
   RetryOrFail(std::move(call), std::move(st));
+}
+
+void ClientCore::KeepCaps(const google::protobuf::Message& resp) {
+  const auto* d = resp.GetDescriptor();
+  const auto* refl = resp.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const auto* f = d->field(i);
+    if (f->is_repeated() || f->message_type() != pb::Layout::descriptor() ||
+        !refl->HasField(resp, f)) {
+      continue;
+    }
+    const auto& layout = static_cast<const pb::Layout&>(refl->GetMessage(resp, f));
+    if (!layout.has_cap() || layout.cap().mac().empty())
+      continue;
+    std::lock_guard<std::mutex> lock(caps_mu_);
+    if (caps_.size() >= 65536)
+      caps_.clear();  // bounded; a dropped capability is fetched again when an OSS asks
+    caps_[net::FromPb(layout.cap().fid())] = layout.cap();
+  }
+}
+
+Fid ClientCore::CallFid(const OstCall& call) {
+  switch (call.type) {
+    case net::MsgType::kRead:
+      return net::FromPb(static_cast<const pb::ReadReq&>(*call.req).obj().fid());
+    case net::MsgType::kWrite:
+      return net::FromPb(static_cast<const pb::WriteReq&>(*call.req).obj().fid());
+    case net::MsgType::kPunch:
+      return net::FromPb(static_cast<const pb::PunchReq&>(*call.req).obj().fid());
+    case net::MsgType::kDestroy:
+      return net::FromPb(static_cast<const pb::DestroyReq&>(*call.req).obj().fid());
+    case net::MsgType::kObjStat:
+      return net::FromPb(static_cast<const pb::ObjStatReq&>(*call.req).obj().fid());
+    case net::MsgType::kSync: {
+      const auto& s = static_cast<const pb::SyncReq&>(*call.req);
+      return s.objs_size() > 0 ? net::FromPb(s.objs(0).fid()) : Fid{};
+    }
+    default:
+      return Fid{};
+  }
+}
+
+void ClientCore::AttachCap(OstCall* call) {
+  std::lock_guard<std::mutex> lock(caps_mu_);
+  if (caps_.empty())
+    return;  // the admin key needs none (and gets none)
+  auto find = [&](const pb::ObjectId& o) -> const pb::Capability* {
+    auto it = caps_.find(net::FromPb(o.fid()));
+    return it == caps_.end() ? nullptr : &it->second;
+  };
+  auto set = [&](auto* req) {
+    if (const pb::Capability* c = find(req->obj()))
+      *req->mutable_cap() = *c;
+  };
+  switch (call->type) {
+    case net::MsgType::kRead:
+      return set(static_cast<pb::ReadReq*>(call->req.get()));
+    case net::MsgType::kWrite:
+      return set(static_cast<pb::WriteReq*>(call->req.get()));
+    case net::MsgType::kPunch:
+      return set(static_cast<pb::PunchReq*>(call->req.get()));
+    case net::MsgType::kDestroy:
+      return set(static_cast<pb::DestroyReq*>(call->req.get()));
+    case net::MsgType::kObjStat:
+      return set(static_cast<pb::ObjStatReq*>(call->req.get()));
+    case net::MsgType::kSync: {
+      auto* s = static_cast<pb::SyncReq*>(call->req.get());
+      s->clear_caps();
+      std::set<Fid> seen;
+      for (const auto& o : s->objs()) {
+        const pb::Capability* c = find(o);
+        if (c != nullptr && seen.insert(net::FromPb(o.fid())).second)
+          *s->add_caps() = *c;
+      }
+      return;
+    }
+    default:
+      return;
+  }
 }
 
 void ClientCore::RetryOrFail(std::shared_ptr<OstCall> call, Status st) {

@@ -57,7 +57,8 @@ struct OstCall {
   bool shm = false;     // this attempt asked the OSS to place the blocks in shared memory
   bool no_shm = false;  // the OSS did not know the region: the rest of the attempts use TCP
   int attempt = 0;
-  int64_t deadline_ms = 0;  // set at the first retryable failure
+  bool cap_refreshed = false;  // an OSS refused its capability once and it was fetched again
+  int64_t deadline_ms = 0;     // set at the first retryable failure
   Status last_error;
 };
 
@@ -238,6 +239,12 @@ class ClientCore {
     std::vector<std::shared_ptr<OstCall>> waiting;
   };
   void Dispatch(std::shared_ptr<OstCall> call);
+  // Capabilities (docs/design.md "Tenants and capabilities"): kept from every layout the MDS
+  // returns, put into each OSS request for the file's objects, fetched again (GetAttr) when an
+  // OSS refuses one (expired, or none known here, as for OpenResolved after eviction).
+  void KeepCaps(const google::protobuf::Message& resp);
+  void AttachCap(OstCall* call);
+  static Fid CallFid(const OstCall& call);
   void OnCallDone(std::shared_ptr<OstCall> call,
                   std::shared_ptr<net::RpcChannel> ch,
                   Result<net::Reply> r);
@@ -285,6 +292,8 @@ class ClientCore {
   std::condition_variable stop_cv_;
   std::thread renew_thread_;
 
+  std::mutex caps_mu_;
+  std::unordered_map<Fid, pb::Capability, FidHash> caps_;  // guarded by caps_mu_
   std::mutex ost_mu_;
   std::unordered_map<uint32_t, std::string> ost_addr_;  // CIUIC_GUARDED_BY(ost_mu_)
   std::map<std::string, OssConn> oss_;                  // CIUIC_GUARDED_BY(ost_mu_)

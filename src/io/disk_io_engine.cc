@@ -124,7 +124,7 @@ Status DiskIoEngine::MkdirAll(const std::string& path) {
     if (pos != path.size() && path[pos] != '/')
       continue;
     std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
       return Status::FromErrno(errno, "mkdir " + prefix);
     }
   }

@@ -58,7 +58,7 @@ class IoEngine {
   // Opens `path` with open(2) `flags` (O_DIRECT is honored where supported). kNotFound if absent
   // and O_CREAT not given; kUnavailable when the process or the system is out of file
   // descriptors (EMFILE/ENFILE: retryable once handles are closed).
-  virtual Result<FileHandle> Open(const std::string& path, int flags, mode_t mode = 0644) = 0;
+  virtual Result<FileHandle> Open(const std::string& path, int flags, mode_t mode = 0600) = 0;
   virtual Status Close(FileHandle fh) = 0;
 
   // Submits one op; `cb` runs once when it completes. Never blocks for the IO itself (it may

@@ -33,7 +33,7 @@ class MemIoEngine : public IoEngine {
   ~MemIoEngine() override;
 
   const char* name() const override { return "mem"; }
-  Result<FileHandle> Open(const std::string& path, int flags, mode_t mode = 0644) override;
+  Result<FileHandle> Open(const std::string& path, int flags, mode_t mode = 0600) override;
   Status Close(FileHandle fh) override;
   void SubmitAsync(const IoOp& op, IoCallback cb) override;
   Result<size_t> RunSync(const IoOp& op) override { return RunOp(op); }

@@ -121,6 +121,12 @@ std::string OrphanKey(const Fid& fid) {
   return k;
 }
 
+std::string ClientKeyKey(uint32_t key_id) {
+  std::string k(kClientKeyPrefix);
+  AppendU32(&k, key_id);
+  return k;
+}
+
 std::string OstKey(uint32_t index) {
   std::string k(kOstPrefix);
   AppendU32(&k, index);

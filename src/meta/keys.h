@@ -63,6 +63,10 @@ inline constexpr std::string_view kOpenHwmKey = "hwm/open";
 inline constexpr std::string_view kInodeCountKey = "inode_count";
 inline constexpr std::string_view kOrphanPrefix = "orphan/";
 inline constexpr std::string_view kOstPrefix = "ost/";
+inline constexpr std::string_view kClientKeyPrefix = "client/";
+inline constexpr std::string_view kClientKeyHwmKey = "hwm/client_key";
+// "client/" · key id (u32 BE): a ClientKeyRecord.
+std::string ClientKeyKey(uint32_t key_id);
 std::string OrphanKey(const Fid& fid);
 std::string OstKey(uint32_t index);
 

@@ -1,14 +1,24 @@
 #include "meta/mds_server.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include <fmt/format.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 
 #include "common/config.h"
 #include "common/logging.h"
 #include "meta/mem_kv_store.h"
 #include "meta/meta_service.h"
+#include "meta/perm.h"
 #include "meta/rocks_kv_store.h"
+#include "net/capability.h"
+#include "net/frame.h"
 #include "net/msg_types.h"
 #include "net/rpc.h"
 
@@ -30,12 +40,89 @@ void Answer(net::ServerCall& call, Result<Resp>& r) {
   }
 }
 
+// Identity rules of a connection's key (ARCHITECTURE Decision 13).
+std::shared_ptr<const pb::ClientKeyRecord> kAdminRules;  // null: the admin key
+
+}  // namespace
+
+struct Tenancy {
+  MetaService* m = nullptr;
+  uint32_t admin_key_id = 1;
+  std::string cap_key;
+  uint32_t cap_ttl_ms = 600000;
+
+  // Rewrites the request's ReqCtx for the call's key and refuses what the key may not do.
+  // Sets *rules to the key's rules (null for the admin key).
+  Status Bind(const net::ServerCall& call,
+              google::protobuf::Message* req,
+              std::shared_ptr<const pb::ClientKeyRecord>* rules) const;
+  // Attaches a capability to the layout in `resp` (client keys only).
+  void AttachCap(const pb::ReqCtx& ctx,
+                 const google::protobuf::Message& req,
+                 google::protobuf::Message* resp) const;
+};
+
+namespace {
+
+pb::ReqCtx* MutableCtx(google::protobuf::Message* m) {
+  const auto* f = m->GetDescriptor()->FindFieldByName("ctx");
+  if (f == nullptr || f->message_type() != pb::ReqCtx::descriptor())
+    return nullptr;
+  return static_cast<pb::ReqCtx*>(m->GetReflection()->MutableMessage(m, f));
+}
+
+uint32_t MapUid(const pb::ClientKeyRecord& r, uint32_t uid) {
+  for (const auto& e : r.uid_map()) {
+    if (e.from() == uid)
+      return e.to();
+  }
+  return r.map_others() ? r.others_uid() : uid;
+}
+
+bool WantsWrite(uint32_t flags) {
+  return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT)) != 0;
+}
+
+// Whether a read-only key may send this request.
+bool AllowedReadOnly(MsgType type, const google::protobuf::Message& req) {
+  switch (type) {
+    case MsgType::kOpenSession:
+    case MsgType::kRenewSession:
+    case MsgType::kCloseSession:
+    case MsgType::kLookup:
+    case MsgType::kGetAttr:
+    case MsgType::kReadlink:
+    case MsgType::kReadDir:
+    case MsgType::kStatfs:
+    case MsgType::kGetXattr:
+    case MsgType::kListXattr:
+    case MsgType::kClose:
+    case MsgType::kLock:
+    case MsgType::kGetOstMap:
+      return true;
+    case MsgType::kOpen:
+      return !WantsWrite(static_cast<const pb::OpenReq&>(req).flags());
+    case MsgType::kResolvePath: {
+      const auto& r = static_cast<const pb::ResolvePathReq&>(req);
+      return !r.open() || !WantsWrite(r.open_flags());
+    }
+    default:
+      return false;
+  }
+}
+
 // A read: parse, run on this network thread, answer.
 template <typename Req, typename Resp>
-net::Handler ReadHandler(MetaService* m, Result<Resp> (MetaService::*fn)(const Req&)) {
-  return [m, fn](net::ServerCall call) {
+net::Handler ReadHandler(const Tenancy* tn, Result<Resp> (MetaService::*fn)(const Req&)) {
+  return [tn, fn](net::ServerCall call) {
+    MetaService* m = tn->m;
     Req req;
     Status st = call.ParseBody(&req);
+    std::shared_ptr<const pb::ClientKeyRecord> rules;
+    if (st.ok())
+      st = tn->Bind(call, &req, &rules);
+    if (st.ok() && rules != nullptr)
+      st = m->CheckReach(req);
     if (!st.ok()) {
       call.ReplyError(st);
       return;
@@ -43,6 +130,10 @@ net::Handler ReadHandler(MetaService* m, Result<Resp> (MetaService::*fn)(const R
     Result<Resp> r;
     try {
       r = (m->*fn)(req);
+      if (r.ok() && rules != nullptr) {
+        if constexpr (requires { req.ctx(); })
+          tn->AttachCap(req.ctx(), req, &*r);
+      }
     } catch (const std::exception& e) {
       r = Status::Internal(fmt::format("mds: {}", e.what()));
     }
@@ -52,17 +143,32 @@ net::Handler ReadHandler(MetaService* m, Result<Resp> (MetaService::*fn)(const R
 
 // A mutation: parse, queue to the writer thread, answer from there.
 template <typename Req, typename Resp>
-net::Handler WriteHandler(MetaService* m, void (MetaService::*fn)(Req, Done<Resp>)) {
-  return [m, fn](net::ServerCall call) {
+net::Handler WriteHandler(const Tenancy* tn, void (MetaService::*fn)(Req, Done<Resp>)) {
+  return [tn, fn](net::ServerCall call) {
+    MetaService* m = tn->m;
     Req req;
     Status st = call.ParseBody(&req);
+    std::shared_ptr<const pb::ClientKeyRecord> rules;
+    if (st.ok())
+      st = tn->Bind(call, &req, &rules);
     if (!st.ok()) {
       call.ReplyError(st);
       return;
     }
     // ServerCall is move-only and std::function copyable: share it.
     auto shared = std::make_shared<net::ServerCall>(std::move(call));
-    (m->*fn)(std::move(req), [shared](Result<Resp> r) { Answer(*shared, r); });
+    if (rules == nullptr) {
+      (m->*fn)(std::move(req), [shared](Result<Resp> r) { Answer(*shared, r); });
+      return;
+    }
+    auto kept = std::make_shared<Req>(req);
+    (m->*fn)(std::move(req), [tn, shared, kept](Result<Resp> r) {
+      if (r.ok()) {
+        if constexpr (requires { kept->ctx(); })
+          tn->AttachCap(kept->ctx(), *kept, &*r);
+      }
+      Answer(*shared, r);
+    });
   };
 }
 
@@ -91,6 +197,7 @@ Status MdsServer::Start() {
   }
   MetaOptions mo;
   mo.cluster_uuid = options_.cluster_uuid;
+  mo.admin_secret = options_.secret;
   mo.lease_ms = options_.lease_ms;
   mo.heartbeat_ms = options_.heartbeat_ms;
   mo.durability_epoch =
@@ -104,6 +211,25 @@ Status MdsServer::Start() {
   so.key_id = options_.key_id;
   so.cluster_uuid = options_.cluster_uuid;
   so.name = "mds";
+  tenancy_ = std::make_unique<Tenancy>();
+  tenancy_->m = meta_.get();
+  tenancy_->admin_key_id = options_.key_id;
+  tenancy_->cap_key = net::DeriveCapabilityKey(options_.secret);
+  tenancy_->cap_ttl_ms = options_.cap_ttl_ms;
+  so.key_lookup = [m = meta_.get(), admin = options_.key_id, secret = options_.secret](
+                      uint32_t key_id, Role role) -> Result<std::string> {
+    if (key_id == admin)
+      return secret;
+    auto rules = m->FindClientKey(key_id);
+    if (rules == nullptr)
+      return Status::PermissionDenied(fmt::format("unknown key id {}", key_id));
+    if (rules->revoked())
+      return Status::PermissionDenied(fmt::format("client key {} was revoked", key_id));
+    if (role != Role::kClient)
+      return Status::PermissionDenied(
+          fmt::format("client key {} may only act as a client", key_id));
+    return net::DeriveClientKey(secret, key_id);
+  };
   rpc_ = std::make_unique<net::RpcServer>(so);
   RegisterHandlers();
   Status st = rpc_->Start();
@@ -137,7 +263,7 @@ void MdsServer::Stop() {
 }
 
 void MdsServer::RegisterHandlers() {
-  MetaService* m = meta_.get();
+  const Tenancy* m = tenancy_.get();
   net::RpcServer& s = *rpc_;
   using M = MetaService;
   // Sessions.
@@ -177,6 +303,134 @@ void MdsServer::RegisterHandlers() {
   s.Register(MsgType::kRegisterOss, WriteHandler(m, &M::RegisterOssAsync), kOss);
   s.Register(MsgType::kHeartbeat, WriteHandler(m, &M::HeartbeatAsync), kOss);
   s.Register(MsgType::kGetOstMap, ReadHandler(m, &M::GetOstMap));
+  // Client keys: the admin key only (Tenancy::Bind refuses other keys).
+  const std::vector<Role> admin = {Role::kAdmin};
+  s.Register(MsgType::kAddClient, WriteHandler(m, &M::AddClientAsync), admin);
+  s.Register(MsgType::kListClients, ReadHandler(m, &M::ListClients), admin);
+  s.Register(
+      MsgType::kRevokeClient,
+      [tn = m, rpc = rpc_.get()](net::ServerCall call) {
+        pb::RevokeClientReq req;
+        std::shared_ptr<const pb::ClientKeyRecord> rules;
+        Status st = call.ParseBody(&req);
+        if (st.ok())
+          st = tn->Bind(call, &req, &rules);
+        if (!st.ok())
+          return call.ReplyError(st);
+        auto shared = std::make_shared<net::ServerCall>(std::move(call));
+        // Requests of a revoked key are refused from the commit on (Bind looks the key up each
+        // time); its open connections are closed too, so it must handshake again, and fails.
+        tn->m->RevokeClientAsync(std::move(req), [shared, rpc](Result<pb::RevokeClientResp> r) {
+          if (r.ok())
+            rpc->CloseConnectionsOfKey(r->record().key_id());
+          Answer(*shared, r);
+        });
+      },
+      admin);
+}
+
+Status Tenancy::Bind(const net::ServerCall& call,
+                     google::protobuf::Message* req,
+                     std::shared_ptr<const pb::ClientKeyRecord>* rules) const {
+  pb::ReqCtx* ctx = MutableCtx(req);
+  if (ctx != nullptr) {
+    // Server-only fields are never taken from the wire.
+    ctx->clear_root();
+    ctx->clear_read_only();
+    ctx->set_key_id(call.key_id());
+  }
+  const MsgType type = call.type();
+  if (call.key_id() == admin_key_id) {
+    *rules = kAdminRules;
+    return Status::OK();
+  }
+  if (type == MsgType::kAddClient || type == MsgType::kRevokeClient ||
+      type == MsgType::kListClients) {
+    return Status::PermissionDenied("client keys are managed with the admin key only");
+  }
+  auto r = m->FindClientKey(call.key_id());
+  if (r == nullptr || r->revoked())
+    return Status::PermissionDenied(fmt::format("client key {} was revoked", call.key_id()));
+  *rules = r;
+  if (r->read_only() && !AllowedReadOnly(type, *req)) {
+    return Status::PermissionDenied(fmt::format("client '{}' has a read-only key: {} refused",
+                                                r->name(),
+                                                net::MsgTypeName(static_cast<uint16_t>(type))));
+  }
+  if (ctx == nullptr)
+    return Status::OK();
+  uint32_t uid = MapUid(*r, ctx->uid());
+  uint32_t gid = ctx->gid();
+  if (r->squash_root()) {
+    if (uid == 0)
+      uid = r->squash_uid();
+    if (gid == 0)
+      gid = r->squash_gid();
+    for (int i = 0; i < ctx->groups_size(); ++i) {
+      if (ctx->groups(i) == 0)
+        ctx->set_groups(i, r->squash_gid());
+    }
+  }
+  ctx->set_uid(uid);
+  ctx->set_gid(gid);
+  if (r->has_root())
+    *ctx->mutable_root() = r->root();
+  ctx->set_read_only(r->read_only());
+  if (ctx->session_id() != 0) {
+    // Sessions belong to the key that opened them: no closing or renewing someone else's.
+    Result<uint32_t> owner = m->SessionKeyId(ctx->session_id());
+    if (owner.ok() && *owner != call.key_id()) {
+      return Status::PermissionDenied(
+          fmt::format("session {} belongs to another key", ctx->session_id()));
+    }
+  }
+  return Status::OK();
+}
+
+void Tenancy::AttachCap(const pb::ReqCtx& ctx,
+                        const google::protobuf::Message& req,
+                        google::protobuf::Message* resp) const {
+  const auto* d = resp->GetDescriptor();
+  const auto* refl = resp->GetReflection();
+  const auto* lf = d->FindFieldByName("layout");
+  if (lf == nullptr || lf->message_type() != pb::Layout::descriptor())
+    return;
+  pb::Attr attr;
+  const auto* af = d->FindFieldByName("attr");
+  if (af != nullptr && af->message_type() == pb::Attr::descriptor() && refl->HasField(*resp, af)) {
+    attr = static_cast<const pb::Attr&>(refl->GetMessage(*resp, af));
+  } else {
+    const auto* ff = req.GetDescriptor()->FindFieldByName("fid");
+    if (ff == nullptr || ff->message_type() != pb::Fid::descriptor())
+      return;
+    pb::GetAttrReq g;
+    *g.mutable_fid() = static_cast<const pb::Fid&>(req.GetReflection()->GetMessage(req, ff));
+    auto a = m->GetAttr(g);
+    if (!a.ok())
+      return;
+    attr = a->attr();
+  }
+  if (!S_ISREG(attr.mode()))
+    return;
+  uint32_t rights = 0;
+  if (CheckAccess(attr, ctx, kMayRead, "file").ok())
+    rights |= net::kCapRead;
+  if (CheckAccess(attr, ctx, kMayWrite, "file").ok())
+    rights |= net::kCapWrite;
+  const auto* cf = d->FindFieldByName("created");
+  if (cf != nullptr && refl->GetBool(*resp, cf))
+    rights |= net::kCapRead | net::kCapWrite;  // the creator may write what it made (open(2))
+  if (ctx.read_only())
+    rights &= ~net::kCapWrite;
+  if (rights == 0)
+    return;
+  auto* layout = static_cast<pb::Layout*>(refl->MutableMessage(resp, lf));
+  pb::Capability* cap = layout->mutable_cap();
+  *cap->mutable_fid() = attr.fid();
+  cap->set_rights(rights);
+  cap->set_expires_ms(net::WallClockMs() + cap_ttl_ms);
+  cap->set_key_id(ctx.key_id());
+  net::SignCapability(cap_key, cap);
 }
 
 }  // namespace ciuic::meta

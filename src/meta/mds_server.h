@@ -6,6 +6,12 @@
 // kUnavailable) and answered from it. RegisterOss and Heartbeat are for the OSS role only; the
 // namespace is for clients and admin tools; GetOstMap for anyone.
 //
+// Tenants (docs/design.md "Tenants and capabilities"): a connection's identity is its key. The
+// admin key (the cluster secret) is trusted as before. For a client key every request's ReqCtx
+// is rewritten from the key's rules before the MetaService sees it (uid map, root squash,
+// read-only, subtree root), a read-only key's mutations and every request of a revoked key are
+// refused, and each layout returned carries a capability the OSSes check.
+//
 // Thread-safety: Start, port and Stop may be called from any thread (not from a handler).
 #pragma once
 
@@ -27,6 +33,7 @@ class RpcServer;
 namespace ciuic::meta {
 
 class MetaService;
+struct Tenancy;
 
 class MdsServer {
  public:
@@ -45,6 +52,9 @@ class MdsServer {
     // Durability epoch handed to clients (MetaOptions::durability_epoch); 0: the machine's
     // (MachineDurabilityEpoch). Tests that simulate power loss give each power cycle its own.
     uint64_t durability_epoch = 0;
+    // Lifetime of the capabilities issued to client keys (clients refresh them when an OSS
+    // refuses an expired one); bounds how long a revoked key's data access outlives it.
+    uint32_t cap_ttl_ms = 600000;
   };
   explicit MdsServer(Options options);
   ~MdsServer();  // Stop()
@@ -72,6 +82,7 @@ class MdsServer {
   bool started_ = false;
   std::unique_ptr<MetaService> meta_;
   std::unique_ptr<net::RpcServer> rpc_;
+  std::unique_ptr<Tenancy> tenancy_;
 };
 
 }  // namespace ciuic::meta

@@ -15,6 +15,7 @@
 #include "common/time_util.h"
 #include "meta/ops/op_util.h"
 #include "meta/txn.h"
+#include "net/capability.h"
 
 namespace ciuic::meta {
 
@@ -69,6 +70,11 @@ class TypedJob : public Job {
   }
   Status Apply(MetaService* svc, Txn& t) override {
     resp_.Clear();
+    if constexpr (HasCtx<Req>) {
+      // A subtree key's FIDs are checked here, on the thread that applies the mutation, so no
+      // rename can move a checked directory out between the check and the change.
+      CIUIC_RETURN_IF_ERROR(svc->CheckReach(t, req_));
+    }
     return svc->Apply(t, req_, &resp_);
   }
   std::string SerializeResp() const override { return resp_.SerializeAsString(); }
@@ -189,6 +195,8 @@ Status MetaService::Load() {
   CIUIC_RETURN_IF_ERROR(LoadSequence(&task_seq_, 1));
   CIUIC_RETURN_IF_ERROR(LoadSequence(&session_seq_, 1));
   CIUIC_RETURN_IF_ERROR(LoadSequence(&open_seq_, 1));
+  CIUIC_RETURN_IF_ERROR(LoadSequence(&client_key_seq_, net::kFirstClientKeyId));
+  CIUIC_RETURN_IF_ERROR(LoadClientKeys());
 
   KvReader r(kv_.get());
   pb::InodeRecord root;
@@ -238,6 +246,7 @@ Status MetaService::Load() {
     }
     SessionState& state = sessions_[s.session_id()];
     state.client_name = s.client_name();
+    state.key_id = s.key_id();
     state.expires_ms = now + options_.lease_ms;
     return true;
   }));
@@ -436,6 +445,8 @@ CIUIC_META_MUTATION_DEF(RemoveXattr)
 CIUIC_META_MUTATION_DEF(TruncateDone)
 CIUIC_META_MUTATION_DEF(RegisterOss)
 CIUIC_META_MUTATION_DEF(Heartbeat)
+CIUIC_META_MUTATION_DEF(AddClient)
+CIUIC_META_MUTATION_DEF(RevokeClient)
 #undef CIUIC_META_MUTATION_DEF
 
 // ResolvePath (ops/lookup.cc) runs its opening form through the writer.

@@ -47,6 +47,8 @@ class Job;
 
 struct MetaOptions {
   std::string cluster_uuid;
+  // The admin key (cluster secret): client keys are derived from it (net/capability.h).
+  std::string admin_secret;
   uint32_t mds_index = 0;
   uint32_t lease_ms = 30000;
   uint32_t heartbeat_ms = 1000;  // an OSS missing 3 heartbeats is down
@@ -102,6 +104,21 @@ class MetaService {
   // Advisory locks (lock_table.h), in memory: granted or the conflicting lock (never waits;
   // F_SETLKW callers retry). kStale when the session is unknown or expired.
   Result<pb::LockResp> Lock(const pb::LockReq& req);
+  Result<pb::ListClientsResp> ListClients(const pb::ListClientsReq& req);
+
+  // --- Tenants (ops/clients.cc). ---
+  // The rules of client key `key_id`, or null when there is no such key. Revoked keys are
+  // returned with `revoked` set. Thread-safe, from memory.
+  std::shared_ptr<const pb::ClientKeyRecord> FindClientKey(uint32_t key_id) const;
+  // Every revoked key id (OSSes get them with heartbeats).
+  std::vector<uint32_t> RevokedKeyIds() const;
+  // Checks that every FID named at the top level of `req` lies inside `req.ctx.root` (a subtree
+  // key's "/"), by walking directory parents. OK when the request has no root. Returns
+  // kPermissionDenied "outside the client's subtree", kNotFound for an unknown FID.
+  Status CheckReach(Reader& r, const google::protobuf::Message& req);
+  Status CheckReach(const google::protobuf::Message& req);
+  // The key id that opened session `session_id`; kStale when it is unknown.
+  Result<uint32_t> SessionKeyId(uint64_t session_id);
 
   // --- Mutations: the writer thread. ---
 #define CIUIC_META_MUTATION(Name)                        \
@@ -128,6 +145,9 @@ class MetaService {
   CIUIC_META_MUTATION(TruncateDone)
   CIUIC_META_MUTATION(RegisterOss)
   CIUIC_META_MUTATION(Heartbeat)
+  // Client keys (ops/clients.cc; the admin key only, MdsServer checks).
+  CIUIC_META_MUTATION(AddClient)
+  CIUIC_META_MUTATION(RevokeClient)
 #undef CIUIC_META_MUTATION
   // ResolvePath with req.open: queued like a mutation (without it, answered inline).
   void ResolvePathAsync(pb::ResolvePathReq req, Done<pb::ResolvePathResp> done);
@@ -164,6 +184,7 @@ class MetaService {
     std::string body;
   };
   struct SessionState {
+    uint32_t key_id = 0;
     std::string client_name;
     int64_t expires_ms = 0;
     std::unordered_map<uint64_t, CachedReply> replies;
@@ -218,6 +239,9 @@ class MetaService {
   Status Apply(Txn& t, const pb::TruncateDoneReq& req, pb::TruncateDoneResp* resp);
   Status Apply(Txn& t, const pb::RegisterOssReq& req, pb::RegisterOssResp* resp);
   Status Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp* resp);
+  Status Apply(Txn& t, const pb::AddClientReq& req, pb::AddClientResp* resp);
+  Status Apply(Txn& t, const pb::RevokeClientReq& req, pb::RevokeClientResp* resp);
+  Status LoadClientKeys();
   Status Apply(Txn& t, const pb::ResolvePathReq& req, pb::ResolvePathResp* resp);
   // Lease expiry and silent-OSS detection (the periodic tick).
   Status ApplyTick(Txn& t);
@@ -283,6 +307,11 @@ class MetaService {
   Sequence task_seq_{kTaskHwmKey};
   Sequence session_seq_{kSessionHwmKey};
   Sequence open_seq_{kOpenHwmKey};
+  Sequence client_key_seq_{kClientKeyHwmKey};
+
+  mutable std::mutex keys_mu_;
+  // Client keys by id, revoked ones included (ids are never reused). Guarded by keys_mu_.
+  std::unordered_map<uint32_t, std::shared_ptr<const pb::ClientKeyRecord>> client_keys_;
 
   std::mutex sess_mu_;
   std::unordered_map<uint64_t, SessionState> sessions_;  // guarded by sess_mu_

@@ -103,6 +103,9 @@ Result<std::unique_ptr<RocksKvStore>> RocksKvStore::Open(const Options& options)
     return Status::InvalidArgument("no data directory given");
   std::error_code ec;
   std::filesystem::create_directories(options.path, ec);
+  // The namespace (and the client key table) is readable by the MDS's user only.
+  if (!ec)
+    std::filesystem::permissions(options.path, std::filesystem::perms::owner_all, ec);
   if (ec) {
     return Status::FromErrno(ec.value(), fmt::format("cannot open data dir {}", options.path));
   }

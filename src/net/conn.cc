@@ -65,6 +65,21 @@ void Registry::CloseAll(const std::string& reason) {
   }
 }
 
+size_t Registry::CloseKey(uint32_t key_id, const std::string& reason) {
+  std::vector<std::shared_ptr<ConnHandle>> handles;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, h] : conns_) {
+      if (h->key_id() == key_id)
+        handles.push_back(h);
+    }
+  }
+  for (auto& h : handles) {
+    h->Run([reason](Connection* c) { c->Close(reason); });
+  }
+  return handles.size();
+}
+
 bool Registry::WaitEmpty(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, timeout, [this] { return conns_.empty(); });

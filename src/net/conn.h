@@ -48,6 +48,9 @@ class ConnHandle {
   bool Run(F f);
 
   const std::string& peer() const { return peer_; }
+  // The key id the peer authenticated with (servers; 0 until the handshake is done).
+  uint32_t key_id() const { return key_id_.load(std::memory_order_relaxed); }
+  void set_key_id(uint32_t id) { key_id_.store(id, std::memory_order_relaxed); }
   void Detach() {
     std::lock_guard<std::mutex> lock(mu_);
     conn_ = nullptr;
@@ -57,6 +60,7 @@ class ConnHandle {
   std::mutex mu_;
   Connection* conn_;  // guarded by mu_
   const std::string peer_;
+  std::atomic<uint32_t> key_id_{0};
 };
 
 // The live connections of a server or event loop, so Stop() can close them and wait for them.
@@ -67,6 +71,8 @@ class Registry {
   size_t size() const;
   // Asks every live connection to close (posted to their strands).
   void CloseAll(const std::string& reason);
+  // Asks the connections that authenticated with `key_id` to close; returns how many.
+  size_t CloseKey(uint32_t key_id, const std::string& reason);
   // Waits until no connection is left or `timeout` passes; returns whether it emptied.
   bool WaitEmpty(std::chrono::milliseconds timeout);
 

@@ -187,6 +187,12 @@ std::string MsgTypeName(uint16_t type) {
       return "TruncateDone";
     case MsgType::kLock:
       return "Lock";
+    case MsgType::kAddClient:
+      return "AddClient";
+    case MsgType::kRevokeClient:
+      return "RevokeClient";
+    case MsgType::kListClients:
+      return "ListClients";
     case MsgType::kRegisterOss:
       return "RegisterOss";
     case MsgType::kHeartbeat:

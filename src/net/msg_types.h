@@ -43,6 +43,10 @@ enum class MsgType : uint16_t {
   kRemoveXattr = 133,
   kTruncateDone = 134,
   kLock = 135,
+  // Admin only (the admin key): client keys (docs/formats/wire.md, "Client keys").
+  kAddClient = 140,
+  kRevokeClient = 141,
+  kListClients = 142,
 
   // MDS: OST map and OSS registration, 200-219.
   kRegisterOss = 200,

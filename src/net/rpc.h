@@ -63,6 +63,8 @@ class ServerCall {
 
   MsgType type() const;
   Role peer_role() const;
+  // The key id the peer authenticated with in the handshake.
+  uint32_t key_id() const;
   const std::string& peer_addr() const;
   uint64_t request_id() const;
   std::string_view body() const;
@@ -111,6 +113,11 @@ class RpcServer {
     uint32_t max_version = kProtocolVersion;
     // Idle receive buffers kept for reuse (request data segments of 64 KiB and more).
     size_t buffer_pool_bytes = 64u << 20;
+    // Decides which keys may authenticate (docs/formats/wire.md, "Client keys"): returns the
+    // key bytes of `key_id` for a peer claiming `role`, or an error (kPermissionDenied with the
+    // reason) that the handshake answers. Unset: only `key_id` with `secret`, any role. Called
+    // on a network thread; must not block.
+    std::function<Result<std::string>(uint32_t key_id, Role role)> key_lookup;
   };
 
   explicit RpcServer(Options options);
@@ -127,6 +134,8 @@ class RpcServer {
   uint16_t port() const;
   // Stops accepting, closes connections, joins threads. Idempotent.
   void Stop();
+  // Closes every connection that authenticated with `key_id` (a revoked key); returns how many.
+  size_t CloseConnectionsOfKey(uint32_t key_id);
   // Counters for tests and status pages.
   uint64_t connections_accepted() const;
   uint64_t frames_rejected() const;

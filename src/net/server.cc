@@ -21,6 +21,7 @@ struct CallState {
   std::shared_ptr<detail::ConnHandle> conn;
   MsgType type = MsgType::kPing;
   Role role = Role::kClient;
+  uint32_t key_id = 0;
   uint64_t request_id = 0;
   std::string body;
   AlignedBuffer data;
@@ -109,6 +110,7 @@ class ServerConn : public Connection {
 
   std::shared_ptr<ServerShared> shared_;
   Role role_ = Role::kClient;
+  uint32_t key_id_ = 0;
   std::string session_key_;  // for a future per-frame MAC
   size_t inflight_ = 0;
   bool paused_ = false;
@@ -145,7 +147,21 @@ asio::awaitable<bool> ServerConn::Handshake() {
                       hello.min_version(), hello.max_version(), o.min_version, o.max_version)));
     co_return false;
   }
-  if (hello.key_id() != o.key_id) {
+  // The key decides who the peer is: the admin key may claim any role, a client key only the
+  // client role (docs/formats/wire.md, "Client keys").
+  std::string key;
+  if (o.key_lookup) {
+    Result<std::string> k = o.key_lookup(hello.key_id(), static_cast<Role>(hello.role()));
+    if (!k.ok()) {
+      FailHandshake(
+          f.h.type, f.h.request_id,
+          Status::PermissionDenied(fmt::format("authentication failed: {}", k.status().message())));
+      co_return false;
+    }
+    key = std::move(*k);
+  } else if (hello.key_id() == o.key_id) {
+    key = o.secret;
+  } else {
     FailHandshake(f.h.type, f.h.request_id,
                   Status::PermissionDenied(
                       fmt::format("authentication failed: unknown key id {}", hello.key_id())));
@@ -157,7 +173,7 @@ asio::awaitable<bool> ServerConn::Handshake() {
   pb::Challenge challenge;
   challenge.set_version(version);
   challenge.set_nonce(server_nonce);
-  challenge.set_mac(ServerMac(o.secret, transcript));
+  challenge.set_mac(ServerMac(key, transcript));
   Enqueue(
       MakeFrame(MsgType::kChallenge, kFlagResponse, f.h.request_id, challenge.SerializeAsString()));
 
@@ -175,13 +191,15 @@ asio::awaitable<bool> ServerConn::Handshake() {
     Reject("malformed Proof");
     co_return false;
   }
-  if (!MacEqual(proof.mac(), ClientMac(o.secret, transcript))) {
+  if (!MacEqual(proof.mac(), ClientMac(key, transcript))) {
     FailHandshake(p.h.type, p.h.request_id,
                   Status::PermissionDenied("authentication failed: wrong cluster secret"));
     co_return false;
   }
-  session_key_ = SessionKey(o.secret, transcript);
+  session_key_ = SessionKey(key, transcript);
   role_ = static_cast<Role>(hello.role());
+  key_id_ = hello.key_id();
+  handle()->set_key_id(key_id_);
   SetHandshakeDone();
   pb::Welcome welcome;
   welcome.set_cluster_uuid(o.cluster_uuid);
@@ -223,6 +241,7 @@ asio::awaitable<bool> ServerConn::Dispatch(InFrame f) {
   st->conn = handle();
   st->type = static_cast<MsgType>(type);
   st->role = role_;
+  st->key_id = key_id_;
   st->request_id = id;
   st->body = std::move(f.body);
   if (f.h.data_len > 0) {
@@ -354,6 +373,9 @@ Role ServerCall::peer_role() const {
 const std::string& ServerCall::peer_addr() const {
   static const std::string kNone;
   return state_ ? state_->conn->peer() : kNone;
+}
+uint32_t ServerCall::key_id() const {
+  return state_ ? state_->key_id : 0;
 }
 uint64_t ServerCall::request_id() const {
   return state_ ? state_->request_id : 0;
@@ -515,6 +537,10 @@ void RpcServer::Stop() {
   for (auto& t : impl_->threads)
     t.join();
   impl_->threads.clear();
+}
+
+size_t RpcServer::CloseConnectionsOfKey(uint32_t key_id) {
+  return impl_->shared->registry->CloseKey(key_id, fmt::format("key {} revoked", key_id));
 }
 
 uint64_t RpcServer::connections_accepted() const {

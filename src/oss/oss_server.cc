@@ -7,6 +7,7 @@
 
 #include "ciuic.pb.h"
 #include "common/logging.h"
+#include "net/capability.h"
 #include "net/pb_convert.h"
 #include "net/rpc.h"
 #include "oss/ost_format.h"
@@ -82,6 +83,21 @@ Status OssServer::Start() {
   ro.cluster_uuid = options_.cluster_uuid;
   ro.io_threads = 1;
   ro.name = "oss";
+  // Client keys are derived from the admin key, so any client key the MDS made is checked
+  // here without a table; what it may touch is decided by the capabilities it brings.
+  cap_key_ = net::DeriveCapabilityKey(options_.secret);
+  ro.key_lookup = [this](uint32_t key_id, net::Role role) -> Result<std::string> {
+    if (key_id == options_.key_id)
+      return options_.secret;
+    if (key_id < net::kFirstClientKeyId)
+      return Status::PermissionDenied(fmt::format("unknown key id {}", key_id));
+    if (IsRevoked(key_id))
+      return Status::PermissionDenied(fmt::format("client key {} was revoked", key_id));
+    if (role != net::Role::kClient)
+      return Status::PermissionDenied(
+          fmt::format("client key {} may only act as a client", key_id));
+    return net::DeriveClientKey(options_.secret, key_id);
+  };
   rpc_ = std::make_unique<net::RpcServer>(std::move(ro));
   RegisterHandlers();
   CIUIC_RETURN_IF_ERROR(rpc_->Start());
@@ -163,6 +179,38 @@ void OssServer::ReleaseBudget(uint64_t bytes) {
   inflight_bytes_.fetch_sub(bytes);
 }
 
+Status OssServer::CheckCap(const net::ServerCall& call,
+                           const pb::Capability& cap,
+                           const pb::ObjectId& obj,
+                           uint32_t rights) const {
+  if (call.key_id() == options_.key_id)
+    return Status::OK();
+  if (IsRevoked(call.key_id()))
+    return Status::PermissionDenied(fmt::format("client key {} was revoked", call.key_id()));
+  return net::VerifyCapability(cap_key_, cap, net::FromPb(obj.fid()), rights, call.key_id(),
+                               net::WallClockMs());
+}
+
+bool OssServer::IsRevoked(uint32_t key_id) const {
+  std::lock_guard lock(revoked_mu_);
+  return revoked_.count(key_id) != 0;
+}
+
+void OssServer::SetRevoked(const google::protobuf::RepeatedField<uint32_t>& ids) {
+  std::vector<uint32_t> fresh;
+  {
+    std::lock_guard lock(revoked_mu_);
+    for (uint32_t id : ids) {
+      if (revoked_.insert(id).second)
+        fresh.push_back(id);
+    }
+  }
+  for (uint32_t id : fresh) {
+    const size_t n = rpc_->CloseConnectionsOfKey(id);
+    LOG_INFO("oss: client key {} revoked; closed {} connection(s)", id, n);
+  }
+}
+
 void OssServer::RegisterHandlers() {
   using net::MsgType;
   rpc_->Register(MsgType::kWrite, [this](net::ServerCall c) { HandleWrite(std::move(c)); });
@@ -194,6 +242,9 @@ void OssServer::HandleWrite(net::ServerCall call) {
   OstStore* store = FindOst(req.ost());
   if (store == nullptr)
     return call.ReplyError(NoSuchOst(req.ost()));
+  st = CheckCap(call, req.cap(), req.obj(), net::kCapWrite);
+  if (!st.ok())
+    return call.ReplyError(st);
   const uint64_t bytes = call.data().size();
   if (!AcquireBudget(bytes))
     return call.ReplyError(Busy());
@@ -236,6 +287,10 @@ void OssServer::HandleRead(net::ServerCall call) {
     return call.ReplyError(Status::InvalidArgument(
         fmt::format("read of {} bytes; at most {} per request", req.length(), kMaxReadLength)));
   }
+  // Before either path: a shared-memory read is a read like any other.
+  st = CheckCap(call, req.cap(), req.obj(), net::kCapRead);
+  if (!st.ok())
+    return call.ReplyError(st);
   const uint64_t bytes = AlignUp(req.length(), kBlockSize) + 2 * kBlockSize;
   if (req.shm_token() != 0)
     return ReadIntoShm(std::move(call), store, req, bytes);
@@ -309,6 +364,22 @@ void OssServer::HandleSync(net::ServerCall call) {
   OstStore* store = FindOst(req.ost());
   if (store == nullptr)
     return call.ReplyError(NoSuchOst(req.ost()));
+  std::vector<ObjectId> ids;
+  ids.reserve(req.objs_size());
+  for (const auto& o : req.objs()) {
+    if (call.key_id() != options_.key_id) {
+      // Any capability of the object's file will do: a sync changes no data.
+      Status cs = Status::PermissionDenied("no capability for a synced object");
+      for (const auto& cap : req.caps()) {
+        cs = CheckCap(call, cap, o, 0);
+        if (cs.ok())
+          break;
+      }
+      if (!cs.ok())
+        return call.ReplyError(cs);
+    }
+    ids.push_back(net::FromPb(o));
+  }
   if (req.epoch() != 0 && req.epoch() != epoch_) {
     // Writes acknowledged under another epoch were not synced before this machine lost power
     // (or a crash simulation cut it): they may be gone, and a sync now would claim otherwise.
@@ -317,10 +388,6 @@ void OssServer::HandleSync(net::ServerCall call) {
         "yet synced; they may be lost",
         req.ost(), req.objs_size())));
   }
-  std::vector<ObjectId> ids;
-  ids.reserve(req.objs_size());
-  for (const auto& o : req.objs())
-    ids.push_back(net::FromPb(o));
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   store->SyncAsync(std::move(ids), [c](Status s) {
     if (!s.ok())
@@ -337,6 +404,9 @@ void OssServer::HandlePunch(net::ServerCall call) {
   OstStore* store = FindOst(req.ost());
   if (store == nullptr)
     return call.ReplyError(NoSuchOst(req.ost()));
+  st = CheckCap(call, req.cap(), req.obj(), net::kCapWrite);
+  if (!st.ok())
+    return call.ReplyError(st);
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   store->PunchAsync(net::FromPb(req.obj()), req.length(), [c](Status s) {
     if (!s.ok())
@@ -353,6 +423,9 @@ void OssServer::HandleDestroy(net::ServerCall call) {
   OstStore* store = FindOst(req.ost());
   if (store == nullptr)
     return call.ReplyError(NoSuchOst(req.ost()));
+  st = CheckCap(call, req.cap(), req.obj(), net::kCapWrite);
+  if (!st.ok())
+    return call.ReplyError(st);
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   store->DestroyAsync(net::FromPb(req.obj()), [c](Status s) {
     if (!s.ok())
@@ -369,6 +442,9 @@ void OssServer::HandleObjStat(net::ServerCall call) {
   OstStore* store = FindOst(req.ost());
   if (store == nullptr)
     return call.ReplyError(NoSuchOst(req.ost()));
+  st = CheckCap(call, req.cap(), req.obj(), net::kCapRead);
+  if (!st.ok())
+    return call.ReplyError(st);
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   store->StatAsync(net::FromPb(req.obj()), [c](Result<ObjStat> r) {
     if (!r.ok())
@@ -533,6 +609,7 @@ void OssServer::HeartbeatLoop() {
     }
     heartbeats_.fetch_add(1);
     done_tasks.clear();
+    SetRevoked(resp.revoked_key_ids());
     // Destroys are gathered per OST and run with one directory sync each (after a data set of
     // 100,000 files is removed, a sync per object kept the disk busy for everyone else);
     // punches run one by one. Tasks are idempotent; a failed one is not acknowledged, so the

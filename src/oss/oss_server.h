@@ -16,11 +16,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "ciuic.pb.h"
 #include "common/config.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
@@ -95,6 +97,14 @@ class OssServer {
  private:
   void RegisterHandlers();
   OstStore* FindOst(uint32_t index) const;
+  // Checks that the caller may touch objects of `obj`'s file with `rights` (net/capability.h):
+  // the admin key always may; a client key needs a capability of the MDS for that file.
+  Status CheckCap(const net::ServerCall& call,
+                  const pb::Capability& cap,
+                  const pb::ObjectId& obj,
+                  uint32_t rights) const;
+  bool IsRevoked(uint32_t key_id) const;
+  void SetRevoked(const google::protobuf::RepeatedField<uint32_t>& ids);
   // Reserves `bytes` of the in-flight budget; false when it is spent.
   bool AcquireBudget(uint64_t bytes);
   void ReleaseBudget(uint64_t bytes);
@@ -132,6 +142,9 @@ class OssServer {
   std::condition_variable cv_;
   bool started_ = false;   // guarded by mu_
   bool stopping_ = false;  // guarded by mu_
+  std::string cap_key_;    // verifies capabilities (derived from the admin key)
+  mutable std::mutex revoked_mu_;
+  std::set<uint32_t> revoked_;  // client keys the MDS revoked; guarded by revoked_mu_
 };
 
 }  // namespace ciuic::oss

@@ -126,7 +126,7 @@ Status OstStore::OpenImpl() {
     OstStamp stamp{kOstFormatVersion, options_.cluster_uuid, index};
     std::string text = stamp.Encode();
     const std::string tmp = stamp_path + ".tmp";
-    CIUIC_ASSIGN_OR_RETURN(io::FileHandle fh, engine_->Open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644));
+    CIUIC_ASSIGN_OR_RETURN(io::FileHandle fh, engine_->Open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600));
     Status st =
         engine_->RunSync(io::IoOp{io::IoKind::kWrite, fh, 0, text.data(), text.size()}).status();
     if (st.ok())

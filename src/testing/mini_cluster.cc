@@ -110,6 +110,7 @@ Status MiniCluster::StartMds() {
   o.heartbeat_ms = options_.heartbeat_ms;
   o.env = mds_env_.get();
   o.durability_epoch = mds_epoch_;
+  o.cap_ttl_ms = options_.cap_ttl_ms;
   auto mds = std::make_unique<meta::MdsServer>(o);
   Status st = mds->Start();
   if (!st.ok())
@@ -146,6 +147,53 @@ Status MiniCluster::StartOss(int i) {
   return Status::OK();
 }
 
+namespace {
+
+// Runs one admin request on the MDS over a fresh admin connection.
+Status AdminCall(const std::string& secret,
+                 uint16_t port,
+                 net::MsgType type,
+                 const google::protobuf::MessageLite& req,
+                 google::protobuf::MessageLite* resp) {
+  net::EventLoop loop(1);
+  net::ChannelOptions co;
+  co.secret = secret;
+  co.key_id = 1;
+  co.role = net::Role::kAdmin;
+  CIUIC_ASSIGN_OR_RETURN(auto ch, net::RpcChannel::Connect(&loop, HostPort{"127.0.0.1", port}, co));
+  Status st = ch->CallMsg(type, req, resp);
+  ch->Close();
+  loop.Stop();
+  return st;
+}
+
+}  // namespace
+
+Result<std::string> MiniCluster::AddClientKey(const pb::ClientKeyRecord& rules,
+                                              pb::ClientKeyRecord* record) {
+  pb::AddClientReq req;
+  *req.mutable_rules() = rules;
+  pb::AddClientResp resp;
+  CIUIC_RETURN_IF_ERROR(AdminCall(secret_, mds_port_, net::MsgType::kAddClient, req, &resp));
+  ClusterFile cf;
+  cf.cluster_uuid = cluster_uuid_;
+  cf.mds = HostPort{"127.0.0.1", mds_port_};
+  cf.secret_hex = HexEncode(resp.key());
+  cf.key_id = resp.record().key_id();
+  const std::string path = fmt::format("{}/client-{}.conf", dir_, rules.name());
+  CIUIC_RETURN_IF_ERROR(cf.Save(path));
+  if (record != nullptr)
+    *record = resp.record();
+  return path;
+}
+
+Status MiniCluster::RevokeClientKey(const std::string& name) {
+  pb::RevokeClientReq req;
+  req.set_name(name);
+  pb::RevokeClientResp resp;
+  return AdminCall(secret_, mds_port_, net::MsgType::kRevokeClient, req, &resp);
+}
+
 Result<std::unique_ptr<Client>> MiniCluster::NewClient(uint32_t uid, uint32_t gid) {
   ClientOptions o;
   o.uid = uid;
@@ -154,7 +202,8 @@ Result<std::unique_ptr<Client>> MiniCluster::NewClient(uint32_t uid, uint32_t gi
 }
 
 Result<std::unique_ptr<Client>> MiniCluster::NewClient(ClientOptions options) {
-  options.cluster_file = cluster_file_;
+  if (options.cluster_file.empty())
+    options.cluster_file = cluster_file_;
   return Client::Connect(options);
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ciuic.pb.h"
 #include "ciuic/client.h"
 #include "common/status.h"
 #include "io/io_engine.h"
@@ -45,7 +46,8 @@ struct MiniClusterOptions {
   bool mds_in_memory = false;
   io::IoEngineKind io_engine = io::IoEngineKind::kAuto;
   uint32_t lease_ms = 30000;
-  uint32_t heartbeat_ms = 200;  // OSS heartbeats: short so tests see OST state changes soon
+  uint32_t heartbeat_ms = 200;   // OSS heartbeats: short so tests see OST state changes soon
+  uint32_t cap_ttl_ms = 600000;  // lifetime of capabilities issued to client keys
   // OSSes on in-memory engines and the MDS on a file system that drops unsynced bytes, with
   // PowerCycle(). Not with mds_in_memory (an in-memory MDS loses everything at a restart).
   bool power_loss = false;
@@ -68,6 +70,16 @@ class MiniCluster {
   Result<std::unique_ptr<Client>> NewClient(uint32_t uid = 0, uint32_t gid = 0);
   // A client with `options` (cluster_file is filled in).
   Result<std::unique_ptr<Client>> NewClient(ClientOptions options);
+
+  // Adds a client key with `rules` (name, uid map, squash, read-only, root_path) through the
+  // MDS's admin RPC, as `ciuic cluster add-client` does, and writes a cluster file for it.
+  // Returns the file's path; `record`, when given, gets the stored rules (its key_id).
+  Result<std::string> AddClientKey(const pb::ClientKeyRecord& rules,
+                                   pb::ClientKeyRecord* record = nullptr);
+  // Revokes the live key of client `name` through the admin RPC.
+  Status RevokeClientKey(const std::string& name);
+  // The admin key (cluster secret), raw bytes: tests forge capabilities with it.
+  const std::string& admin_secret() const { return secret_; }
 
   // Stops OSS `i` (its connections drop, its OSTs stop answering). OK if already stopped.
   Status StopOss(int i);

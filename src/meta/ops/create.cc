@@ -129,6 +129,8 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
   const Fid fid = NewFid(t);
   pb::InodeRecord rec;
   InitInode(fid, type | (req.mode() & 07777), ctx, dir, now, &rec);
+  // Files record the directory of their first name too: a subtree key's FID checks walk it.
+  *rec.mutable_parent() = req.parent();
   if (type == S_IFCHR || type == S_IFBLK)
     rec.mutable_attr()->set_rdev(req.rdev());
   if (type == S_IFREG) {
@@ -220,6 +222,7 @@ Status MetaService::Apply(Txn& t, const pb::SymlinkReq& req, pb::SymlinkResp* re
   const Fid fid = NewFid(t);
   pb::InodeRecord rec;
   InitInode(fid, S_IFLNK | 0777, req.ctx(), dir, now, &rec);
+  *rec.mutable_parent() = req.parent();
   rec.mutable_attr()->set_size(target.size());
   rec.set_symlink_target(target);
   PutDentry(t, ToFid(req.parent()), h, req.name(), rec.attr().fid(), S_IFLNK);

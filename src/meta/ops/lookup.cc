@@ -50,6 +50,8 @@ Result<pb::LookupResp> MetaService::Lookup(const pb::LookupReq& req) {
   const std::string& name = req.name();
   if (name == ".") {
     rec = std::move(dir);
+  } else if (name == ".." && IsCtxRoot(req.ctx(), ToFid(dir.attr().fid()))) {
+    rec = std::move(dir);  // a subtree key's "/" is its own parent, as the real root is
   } else if (name == "..") {
     CIUIC_RETURN_IF_ERROR(GetInode(r, dir.parent().seq() ? dir.parent() : dir.attr().fid(), &rec));
   } else {
@@ -99,10 +101,13 @@ Status MetaService::Resolve(Reader& r,
   std::deque<std::string> comps;
   SplitPath(path, &comps, false);
 
-  Fid cur = kRootFid;
+  // A subtree key resolves from its subtree, which it cannot leave: ".." there and absolute
+  // symlink targets stay inside, as in a chroot.
+  const Fid root = CtxRoot(ctx);
+  Fid cur = root;
   pb::InodeRecord cur_rec;
-  CIUIC_RETURN_IF_ERROR(GetInode(r, kRootFid, &cur_rec));
-  Fid par = kRootFid;
+  CIUIC_RETURN_IF_ERROR(GetInode(r, root, &cur_rec));
+  Fid par = root;
   int links = 0;
   while (!comps.empty()) {
     std::string name = std::move(comps.front());
@@ -112,10 +117,14 @@ Status MetaService::Resolve(Reader& r,
     }
     CIUIC_RETURN_IF_ERROR(CheckAccess(cur_rec.attr(), ctx, kMayExec, "directory"));
     if (name == "..") {
+      if (cur == root) {
+        par = root;
+        continue;
+      }
       Fid up = cur_rec.parent().seq() ? ToFid(cur_rec.parent()) : kRootFid;
       CIUIC_RETURN_IF_ERROR(GetInode(r, up, &cur_rec));
       cur = up;
-      par = cur_rec.parent().seq() ? ToFid(cur_rec.parent()) : kRootFid;
+      par = (cur == root || !cur_rec.parent().seq()) ? root : ToFid(cur_rec.parent());
       continue;
     }
     if (name.size() > kNameMax) {
@@ -139,8 +148,8 @@ Status MetaService::Resolve(Reader& r,
       const std::string& target = child.symlink_target();
       SplitPath(target, &comps, true);
       if (!target.empty() && target[0] == '/') {
-        cur = kRootFid;
-        CIUIC_RETURN_IF_ERROR(GetInode(r, kRootFid, &cur_rec));
+        cur = root;
+        CIUIC_RETURN_IF_ERROR(GetInode(r, root, &cur_rec));
       }
       continue;  // relative targets continue from the directory holding the link
     }
@@ -151,8 +160,8 @@ Status MetaService::Resolve(Reader& r,
   if (want_dir && !IsDir(cur_rec)) {
     return Status::NotADirectory(fmt::format("{} is not a directory", std::string(path)));
   }
-  if (cur == kRootFid)
-    par = kRootFid;
+  if (cur == root)
+    par = root;
   *out = std::move(cur_rec);
   *parent = par;
   return Status::OK();

@@ -35,6 +35,14 @@ inline Fid ToFid(const pb::Fid& f) {
   return net::FromPb(f);
 }
 
+// The "/" of the request's key: its subtree, else the real root.
+inline Fid CtxRoot(const pb::ReqCtx& ctx) {
+  return ctx.has_root() && ctx.root().seq() != 0 ? ToFid(ctx.root()) : kRootFid;
+}
+inline bool IsCtxRoot(const pb::ReqCtx& ctx, const Fid& fid) {
+  return CtxRoot(ctx) == fid;
+}
+
 inline void SetTs(pb::Timespec* out, const Timespec& t) {
   out->set_sec(t.sec);
   out->set_nsec(t.nsec);

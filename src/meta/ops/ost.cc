@@ -40,6 +40,8 @@ Status MetaService::Apply(Txn& t, const pb::RegisterOssReq& req, pb::RegisterOss
 
 Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp* resp) {
   CIUIC_RETURN_IF_ERROR(osts_.Heartbeat(req.oss_addr(), req.osts(), NowMs()));
+  for (uint32_t id : RevokedKeyIds())
+    resp->add_revoked_key_ids(id);
   const std::vector<uint32_t> mine = osts_.OstsOf(req.oss_addr());
   auto serves = [&mine](uint32_t ost) {
     return std::find(mine.begin(), mine.end(), ost) != mine.end();

@@ -105,8 +105,11 @@ Status MetaService::Apply(Txn& t, const pb::RenameReq& req, pb::RenameResp*) {
     PutDentry(t, sp, sh, req.src_name(), dst.attr().fid(), TypeOf(dst));
     PutDentry(t, dp, dh, req.dst_name(), src.attr().fid(), TypeOf(src));
     if (!same_dir) {
+      // Every inode's parent follows its move (directories for "..", files for the subtree
+      // check of FID-named requests).
+      *src.mutable_parent() = req.dst_parent();
+      *dst.mutable_parent() = req.src_parent();
       if (IsDir(src)) {
-        *src.mutable_parent() = req.dst_parent();
         sdir.mutable_attr()->set_nlink(sdir.attr().nlink() - 1);
         ddir->mutable_attr()->set_nlink(ddir->attr().nlink() + 1);
       }
@@ -146,8 +149,9 @@ Status MetaService::Apply(Txn& t, const pb::RenameReq& req, pb::RenameResp*) {
         CIUIC_RETURN_IF_ERROR(DropLink(t, &dst));
       }
     }
-    if (IsDir(src) && !same_dir) {
+    if (!same_dir)
       *src.mutable_parent() = req.dst_parent();
+    if (IsDir(src) && !same_dir) {
       sdir.mutable_attr()->set_nlink(sdir.attr().nlink() - 1);
       ddir->mutable_attr()->set_nlink(ddir->attr().nlink() + 1);
     }

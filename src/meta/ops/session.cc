@@ -15,17 +15,24 @@ Status MetaService::Apply(Txn& t, const pb::OpenSessionReq& req, pb::OpenSession
   pb::SessionRecord rec;
   rec.set_session_id(sid);
   rec.set_client_name(req.client_name());
+  rec.set_key_id(req.ctx().key_id());
   rec.set_expires_ms(WallMs() + options_.lease_ms);  // informational; leases live in memory
   t.Put(Cf::kSessions, SessionKey(sid), rec.SerializeAsString());
-  t.OnCommit([this, sid, name = req.client_name()] {
+  t.OnCommit([this, sid, name = req.client_name(), key_id = req.ctx().key_id()] {
     std::lock_guard lock(sess_mu_);
     SessionState& s = sessions_[sid];
     s.client_name = name;
+    s.key_id = key_id;
     s.expires_ms = NowMs() + options_.lease_ms;
   });
   resp->set_session_id(sid);
   resp->set_lease_ms(options_.lease_ms);
-  net::ToPb(kRootFid, resp->mutable_root());
+  // A subtree key's "/" is its subtree's directory.
+  if (req.ctx().has_root() && req.ctx().root().seq() != 0) {
+    *resp->mutable_root() = req.ctx().root();
+  } else {
+    net::ToPb(kRootFid, resp->mutable_root());
+  }
   resp->set_cluster_uuid(options_.cluster_uuid);
   return Status::OK();
 }
