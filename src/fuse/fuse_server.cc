@@ -225,6 +225,7 @@ Status FuseServer::Impl::Mount() {
   struct fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
   const fuse_lowlevel_ops ops = Ops();
   se_ = fuse_session_new(&args, &ops, sizeof(ops), this);
+  fuse_opt_free_args(&args);  // the session parsed them into copies; this frees libfuse's copy
   if (se_ == nullptr)
     return Status::Internal("fuse_session_new failed (bad options?)");
   if (fuse_session_mount(se_, opts_.mountpoint.c_str()) != 0) {
