@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -309,53 +310,63 @@ int ClusterUp(const ClusterUpOptions& o) {
     }
   }
 
-  // Refuse to start twice.
+  // Refuse to start twice; when only some servers run (one crashed or was killed), start the
+  // others and leave the running ones alone.
+  std::set<std::string> running;
   for (const auto& [name, pidfile] : PidFiles(dir, shape)) {
-    if (IsOurProcess(ReadPid(pidfile))) {
-      Fail(
-          fmt::format("cluster in {} is already running ({} has pid {}); stop it with `ciuic "
-                      "cluster down {}`",
-                      dir.string(), name, ReadPid(pidfile), dir.string()));
-      return 1;
-    }
+    if (IsOurProcess(ReadPid(pidfile)))
+      running.insert(name);
   }
-  if (!PortFree(cf.mds.port)) {
+  const size_t servers = static_cast<size_t>(shape.num_oss) + 1;
+  if (running.size() == servers) {
+    Fail(fmt::format("cluster in {} is already running; stop it with `ciuic cluster down {}`",
+                     dir.string(), dir.string()));
+    return 1;
+  }
+  if (!running.empty()) {
+    fmt::print("ciuic cluster up: {} of {} servers running; starting the others\n",
+               running.size(), servers);
+  }
+  if (!running.count("mds") && !PortFree(cf.mds.port)) {
     Fail(fmt::format("MDS port {} is in use by another program", cf.mds.port));
     return 1;
   }
 
   // MDS.
-  fs::path mds_port_file = dir / "run" / "mds.port";
-  fs::remove(mds_port_file, ec);
-  fs::create_directories(dir / "mds", ec);
-  fs::permissions(dir / "mds", fs::perms::owner_all, ec);
-  std::vector<std::string> mds_argv = {FindBinary("ciuic-mds"),
-                                       "--data",
-                                       (dir / "mds").string(),
-                                       "--listen",
-                                       cf.mds.ToString(),
-                                       "--cluster-file",
-                                       conf.string(),
-                                       "--log",
-                                       (dir / "logs" / "mds.log").string(),
-                                       "--port-file",
-                                       mds_port_file.string()};
-  auto mds_pid = Spawn(mds_argv, dir / "logs" / "mds.out");
-  if (!mds_pid.ok()) {
-    Fail(mds_pid.status().message());
-    return 1;
-  }
-  (void)WritePid(dir / "run" / "mds.pid", *mds_pid).ok();
-  if (auto s =
-          WaitForStart(*mds_pid, mds_port_file, dir / "logs" / "mds.out", "ciuic-mds", o.timeout_s);
-      !s.ok()) {
-    Fail(s.message());
-    return 1;
+  if (!running.count("mds")) {
+    fs::path mds_port_file = dir / "run" / "mds.port";
+    fs::remove(mds_port_file, ec);
+    fs::create_directories(dir / "mds", ec);
+    fs::permissions(dir / "mds", fs::perms::owner_all, ec);
+    std::vector<std::string> mds_argv = {FindBinary("ciuic-mds"),
+                                         "--data",
+                                         (dir / "mds").string(),
+                                         "--listen",
+                                         cf.mds.ToString(),
+                                         "--cluster-file",
+                                         conf.string(),
+                                         "--log",
+                                         (dir / "logs" / "mds.log").string(),
+                                         "--port-file",
+                                         mds_port_file.string()};
+    auto mds_pid = Spawn(mds_argv, dir / "logs" / "mds.out");
+    if (!mds_pid.ok()) {
+      Fail(mds_pid.status().message());
+      return 1;
+    }
+    (void)WritePid(dir / "run" / "mds.pid", *mds_pid).ok();
+    if (auto s = WaitForStart(*mds_pid, mds_port_file, dir / "logs" / "mds.out", "ciuic-mds",
+                              o.timeout_s);
+        !s.ok()) {
+      Fail(s.message());
+      return 1;
+    }
   }
 
   // OSS processes.
-  std::vector<pid_t> oss_pids;
   for (int i = 0; i < shape.num_oss; ++i) {
+    if (running.count(fmt::format("oss{}", i)))
+      continue;
     std::vector<std::string> argv = {FindBinary("ciuic-oss")};
     for (int j = 0; j < shape.osts_per_oss; ++j) {
       int index = i * shape.osts_per_oss + j;
@@ -388,7 +399,6 @@ int ClusterUp(const ClusterUpOptions& o) {
       Fail(s.message());
       return 1;
     }
-    oss_pids.push_back(*pid);
   }
 
   // Wait until the MDS sees every OST up.

@@ -202,6 +202,28 @@ class ClusterTest(unittest.TestCase):
         # The servers keep serving good clients.
         ciuic("ls", "/", env=self.env)
 
+    def test_zy_cluster_up_restarts_only_the_killed_server(self):
+        src = self.local("oss-restart.bin", 3 << 20, seed=9)
+        ciuic("put", src, "/oss-restart", env=self.env)
+        before = pids(self.cdir)
+        victim = sorted(n for n in before if n.startswith("oss"))[0]
+        os.kill(before[victim], signal.SIGKILL)
+        self.assertTrue(wait_dead(before[victim]), victim)
+        r = ciuic("cluster", "up", self.cdir, "--timeout", "60", env=self.env)
+        self.assertIn("servers running; starting the others", r.stdout.decode())
+        after = pids(self.cdir)
+        self.assertEqual(set(after), set(before))
+        for name in before:
+            if name != victim:
+                self.assertEqual(after[name], before[name], name)  # left alone
+        self.assertNotEqual(after[victim], before[victim])
+        out = os.path.join(self.tmp, "oss-restart.out")
+        ciuic("get", "/oss-restart", out, env=self.env)  # the OSS moved to a new port
+        self.assertEqual(sha(src), sha(out))
+        r = ciuic("cluster", "up", self.cdir, env=self.env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("already running", r.stderr.decode())
+
     def test_zz_kill9_and_restart_keeps_fsynced_data(self):
         src = self.local("durable.bin", 9 << 20, seed=5)
         ciuic("mkdir", "-p", "/durable", env=self.env)
