@@ -122,13 +122,12 @@ Status ClientCore::Init() {
 
   {
     // The first connect fails fast: a client started against a dead cluster should say so.
-    auto ch = net::RpcChannel::Connect(loop_.get(), cluster_.mds, chan_opts_);
+    std::lock_guard<std::mutex> lock(mds_mu_);
+    auto ch = ConnectMdsLocked();
     if (!ch.ok()) {
       return ch.status().WithContext(fmt::format("cannot reach the MDS at {} (cluster file {})",
                                                  cluster_.mds.ToString(), path));
     }
-    std::lock_guard<std::mutex> lock(mds_mu_);
-    mds_ch_ = *ch;
     cluster_uuid_ = mds_ch_->cluster_uuid();
   }
   CIUIC_RETURN_IF_ERROR(OpenSession());
@@ -223,22 +222,75 @@ Result<std::shared_ptr<net::RpcChannel>> ClientCore::MdsChannel(uint64_t* epoch)
   }
   mds_ch_.reset();
   // Connecting under the lock makes concurrent callers wait for one connect instead of racing.
+  CIUIC_ASSIGN_OR_RETURN(auto ch, ConnectMdsLocked());
+  *epoch = mds_ch_epoch_;
+  return ch;
+}
+
+Result<std::shared_ptr<net::RpcChannel>> ClientCore::ConnectMdsLocked() {
   CIUIC_ASSIGN_OR_RETURN(auto ch, net::RpcChannel::Connect(loop_.get(), cluster_.mds, chan_opts_));
-  // The epoch before anything else on this connection, so every reply on it is under that epoch.
+  // The epoch before anything else on this connection, so every reply on it is under that epoch
+  // (the first connection too: acknowledgements noted under no epoch could not be told apart
+  // from those of a restarted MDS).
   pb::GetOstMapReq q;
   pb::GetOstMapResp r;
   CIUIC_RETURN_IF_ERROR(ch->CallMsg(net::MsgType::kGetOstMap, q, &r, options_.mds_timeout_ms));
   mds_ch_ = std::move(ch);
   mds_ch_epoch_ = r.mds_epoch();
-  *epoch = mds_ch_epoch_;
   return mds_ch_;
 }
 
-void ClientCore::NoteMdsAck(uint64_t epoch) {
+namespace {
+
+// The files and directories a namespace request or its answer names (their FID sequences): the
+// keys its acknowledgement is noted under, and the key a sync reports under.
+void AddFidKey(const google::protobuf::Message& m, const char* field, std::vector<uint64_t>* keys) {
+  const google::protobuf::FieldDescriptor* f = m.GetDescriptor()->FindFieldByName(field);
+  if (f == nullptr || f->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE ||
+      f->is_repeated() || !m.GetReflection()->HasField(m, f)) {
+    return;
+  }
+  const google::protobuf::Message& sub = m.GetReflection()->GetMessage(m, f);
+  if (const auto* fid = dynamic_cast<const pb::Fid*>(&sub)) {
+    if (fid->seq() != 0)
+      keys->push_back(fid->seq());
+  } else if (const auto* attr = dynamic_cast<const pb::Attr*>(&sub)) {
+    if (attr->fid().seq() != 0)
+      keys->push_back(attr->fid().seq());
+  }
+}
+
+std::vector<uint64_t> FidKeys(const google::protobuf::Message& req,
+                              const google::protobuf::Message& resp) {
+  std::vector<uint64_t> keys;
+  for (const char* f : {"fid", "parent", "src_parent", "dst_parent", "new_parent"})
+    AddFidKey(req, f, &keys);
+  AddFidKey(resp, "attr", &keys);  // a new file or directory
+  std::sort(keys.begin() + (keys.empty() ? 0 : 1), keys.end());
+  keys.erase(std::unique(keys.begin() + (keys.empty() ? 0 : 1), keys.end()), keys.end());
+  if (keys.size() > 1 && std::find(keys.begin() + 1, keys.end(), keys[0]) != keys.end())
+    keys.erase(std::find(keys.begin() + 1, keys.end(), keys[0]));
+  return keys;  // the request's own file first (the key a sync reports under), no duplicates
+}
+
+}  // namespace
+
+void ClientCore::NoteMdsAck(uint64_t epoch, const std::vector<uint64_t>& keys) {
   std::lock_guard<std::mutex> lock(acks_mu_);
-  UnsyncedAcks& u = unsynced_by_epoch_[epoch];
-  u.last = ++mds_acks_;
-  ++u.count;
+  const uint64_t n = ++mds_acks_;
+  auto& by_key = unsynced_[epoch];
+  for (uint64_t k : keys) {
+    UnsyncedAcks& u = by_key[k];
+    u.last = n;
+    ++u.count;
+  }
+  // Bounded: changes nobody syncs are forgotten past this many files and directories (their
+  // loss, if it came, is never reported, as a file nobody fsyncs reports nothing).
+  size_t total = 0;
+  for (const auto& [e, m] : unsynced_)
+    total += m.size();
+  if (total > kMaxUnsyncedKeys && unsynced_.size() > 1)
+    unsynced_.erase(unsynced_.begin());
 }
 
 uint64_t ClientCore::MdsAcks() {
@@ -246,18 +298,25 @@ uint64_t ClientCore::MdsAcks() {
   return mds_acks_;
 }
 
-Status ClientCore::CheckMdsSynced(uint64_t epoch, uint64_t acks_before) {
+Status ClientCore::CheckMdsSynced(uint64_t epoch, uint64_t acks_before, uint64_t key) {
   std::lock_guard<std::mutex> lock(acks_mu_);
   uint64_t lost = 0;
-  for (auto it = unsynced_by_epoch_.begin(); it != unsynced_by_epoch_.end();) {
+  for (auto it = unsynced_.begin(); it != unsynced_.end();) {
+    auto& by_key = it->second;
     if (it->first != epoch) {
-      lost += it->second.count;  // reported once, as a failed fsync(2) reports a lost writeback
-      it = unsynced_by_epoch_.erase(it);
-    } else if (it->second.last <= acks_before) {
-      it = unsynced_by_epoch_.erase(it);  // all of them were acknowledged before this sync
+      // Acknowledged by an MDS that lost power before syncing them. Reported to the sync of
+      // each file or directory they touched, once, as fsync(2) reports a lost writeback to
+      // the descriptors of that file: another thread's sync elsewhere must not consume it.
+      auto k = by_key.find(key);
+      if (k != by_key.end()) {
+        lost += k->second.count;
+        by_key.erase(k);
+      }
     } else {
-      ++it;
+      // This sync made every change acknowledged before it durable, whatever it touched.
+      std::erase_if(by_key, [&](const auto& kv) { return kv.second.last <= acks_before; });
     }
+    it = by_key.empty() ? unsynced_.erase(it) : std::next(it);
   }
   if (lost != 0) {
     return Status::IoError(fmt::format(
@@ -337,10 +396,12 @@ Status ClientCore::MdsCall(net::MsgType type,
       st = (*ch)->CallMsg(type, *req, resp, options_.mds_timeout_ms);
       if (st.ok()) {
         KeepCaps(*resp);
-        if (syncs)
-          return CheckMdsSynced(epoch, acks_before);
+        if (syncs) {
+          const std::vector<uint64_t> key = FidKeys(*req, *resp);
+          return CheckMdsSynced(epoch, acks_before, key.empty() ? 0 : key.front());
+        }
         if (tracked)
-          NoteMdsAck(epoch);
+          NoteMdsAck(epoch, FidKeys(*req, *resp));
         return st;
       }
       if (!(*ch)->connected()) {

@@ -225,9 +225,13 @@ class ClientCore {
   // acknowledged mutation is noted with the epoch of the MDS that acknowledged it; a sync
   // (FsyncDir, a synced size update) answered under another epoch than some of them fails with
   // kIoError, once, since they may have been lost with the MDS's power.
-  void NoteMdsAck(uint64_t epoch);
+  // Each acknowledgement is noted under the files and directories it touched (`keys`: FID
+  // sequences) and reported lost only to a sync of one of them (`key`).
+  void NoteMdsAck(uint64_t epoch, const std::vector<uint64_t>& keys);
   uint64_t MdsAcks();
-  Status CheckMdsSynced(uint64_t epoch, uint64_t acks_before);
+  Status CheckMdsSynced(uint64_t epoch, uint64_t acks_before, uint64_t key);
+  // Connects the MDS channel and asks its durability epoch (mds_mu_ held).
+  Result<std::shared_ptr<net::RpcChannel>> ConnectMdsLocked();
   void DropMdsChannel(const std::shared_ptr<net::RpcChannel>& ch);
   bool WaitOrStop(int64_t ms);
   static bool IsSessionLost(const Status& st);
@@ -281,7 +285,9 @@ class ClientCore {
   };
   std::mutex acks_mu_;
   uint64_t mds_acks_ = 0;                               // CIUIC_GUARDED_BY(acks_mu_)
-  std::map<uint64_t, UnsyncedAcks> unsynced_by_epoch_;  // CIUIC_GUARDED_BY(acks_mu_)
+  // epoch -> FID sequence -> acknowledgements not yet synced.
+  std::map<uint64_t, std::unordered_map<uint64_t, UnsyncedAcks>> unsynced_;  // acks_mu_
+  static constexpr size_t kMaxUnsyncedKeys = 1 << 16;
   std::atomic<uint64_t> session_id_{0};
   std::atomic<uint64_t> seq_{0};
   std::atomic<uint32_t> lease_ms_{30000};

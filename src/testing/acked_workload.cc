@@ -288,6 +288,9 @@ AckedWorkloadStats AckedWorkload::Verify(Client& client) {
     std::set<std::string> pending;
     for (const Either& m : st.maybe)
       pending.insert(m.path);
+    // A loss is counted once: the path is not tracked after it (names are never reused), so a
+    // crash loop does not report the same loss again every cycle.
+    std::vector<std::string> lost;
     for (const auto& [path, e] : st.present) {
       if (pending.count(path))
         continue;
@@ -297,14 +300,21 @@ AckedWorkloadStats AckedWorkload::Verify(Client& client) {
         stats.bytes_verified += e.acked_size;
       } else {
         ++stats.losses;
+        lost.push_back(path);
       }
     }
     for (const std::string& path : st.absent) {
       if (pending.count(path))
         continue;
       Entry seen;
-      if (!Check(client, path, Entry{}, &seen, true, &stats))
+      if (!Check(client, path, Entry{}, &seen, true, &stats)) {
         ++stats.losses;
+        lost.push_back(path);
+      }
+    }
+    for (const std::string& path : lost) {
+      st.present.erase(path);
+      std::erase(st.absent, path);
     }
     // Changes cut short: either state is fine; adopt what is there.
     std::map<std::string, bool> exists;

@@ -11,7 +11,8 @@
 //
 // Usage: ciuic-crashloop power|kill [--cycles N] [--seconds S] [--seed X] [--oss N]
 //                                   [--generation K] [--max-file-bytes B] [--torn]
-//                                   [--bin-dir DIR] [--dir DIR] [--quiet]
+//                                   [--victim any|whole|oss|mds] [--bin-dir DIR] [--dir DIR]
+//                                   [--quiet]
 // Every K cycles the workload starts over in a new directory (so a verification stays short);
 // the older directories are verified once more at the end. Prints one line per cycle and a
 // summary; exits 1 when anything acknowledged was lost or reported corrupt, or when the loop
@@ -53,6 +54,7 @@ struct Args {
   uint32_t max_file_bytes = 128 * 1024;
   bool torn = false;
   bool quiet = false;
+  std::string victim = "any";  // any, whole, oss, mds
   std::string bin_dir;
   std::string dir;
 };
@@ -60,8 +62,8 @@ struct Args {
 [[noreturn]] void Usage(const std::string& why) {
   std::fprintf(stderr,
                "ciuic-crashloop: %s\nusage: ciuic-crashloop power|kill [--cycles N] [--seconds S] "
-               "[--seed X] [--oss N] [--generation K] [--max-file-bytes B] [--torn] [--bin-dir "
-               "DIR] [--dir DIR] [--quiet]\n",
+               "[--seed X] [--oss N] [--generation K] [--max-file-bytes B] [--torn] [--victim "
+               "any|whole|oss|mds] [--bin-dir DIR] [--dir DIR] [--quiet]\n",
                why.c_str());
   std::exit(2);
 }
@@ -101,6 +103,10 @@ Args Parse(int argc, char** argv) {
       a.generation = static_cast<int>(ParseNumber(f, value(), 1, 1000000));
     } else if (f == "--max-file-bytes") {
       a.max_file_bytes = static_cast<uint32_t>(ParseNumber(f, value(), 0, 64 << 20));
+    } else if (f == "--victim") {
+      a.victim = value();
+      if (a.victim != "any" && a.victim != "whole" && a.victim != "oss" && a.victim != "mds")
+        Usage(fmt::format("--victim wants any, whole, oss or mds, not '{}'", a.victim));
     } else if (f == "--torn") {
       a.torn = true;
     } else if (f == "--quiet") {
@@ -154,7 +160,8 @@ class Target {
   // Crashes something; returns what (for the log).
   virtual Result<std::string> Crash(std::mt19937_64& rng, uint64_t cycle) = 0;
   virtual Status Recover() = 0;
-  virtual Status Stop() = 0;
+  // Stops the cluster; `keep`: leave its data and logs for a look (the loop failed).
+  virtual Status Stop(bool keep) = 0;
 };
 
 class PowerTarget : public Target {
@@ -172,7 +179,13 @@ class PowerTarget : public Target {
     return cluster_->NewClient(ShortBounds(ClientOptions{}));
   }
   Result<std::string> Crash(std::mt19937_64& rng, uint64_t cycle) override {
-    const int victim = static_cast<int>(rng() % static_cast<uint64_t>(a_.num_oss + 2));
+    int victim = static_cast<int>(rng() % static_cast<uint64_t>(a_.num_oss + 2));
+    if (a_.victim == "whole")
+      victim = 0;
+    else if (a_.victim == "oss")
+      victim = 1 + victim % a_.num_oss;
+    else if (a_.victim == "mds")
+      victim = a_.num_oss + 1;
     const uint64_t torn = a_.torn && rng() % 2 == 0 ? a_.seed + cycle : 0;
     whole_ = victim == 0;
     if (whole_) {
@@ -191,7 +204,7 @@ class PowerTarget : public Target {
       return cluster_->RestorePower();
     return cluster_->WaitForOsts(cluster_->num_osts());
   }
-  Status Stop() override {
+  Status Stop(bool) override {
     cluster_.reset();
     return Status::OK();
   }
@@ -225,7 +238,11 @@ class KillTarget : public Target {
     return Client::Connect(ShortBounds(o));
   }
   Result<std::string> Crash(std::mt19937_64& rng, uint64_t) override {
-    const int victim = static_cast<int>(rng() % static_cast<uint64_t>(a_.num_oss + 1));
+    int victim = static_cast<int>(rng() % static_cast<uint64_t>(a_.num_oss + 1));
+    if (a_.victim == "mds")
+      victim = a_.num_oss;
+    else if (a_.victim == "oss")
+      victim %= a_.num_oss;
     const std::string name = victim == a_.num_oss ? "mds" : fmt::format("oss{}", victim);
     std::ifstream in(fmt::format("{}/run/{}.pid", dir_, name));
     long pid = 0;
@@ -244,9 +261,11 @@ class KillTarget : public Target {
   Status Recover() override {
     return Ciuic({"cluster", "up", dir_, "--timeout", "60"});
   }
-  Status Stop() override {
+  Status Stop(bool keep) override {
     Status s = Ciuic({"cluster", "down", dir_});
-    if (s.ok() && remove_dir_) {
+    if (keep) {
+      std::printf("cluster directory kept for a look: %s\n", dir_.c_str());
+    } else if (s.ok() && remove_dir_) {
       std::error_code ec;
       fs::remove_all(dir_, ec);
     }
@@ -271,8 +290,9 @@ class KillTarget : public Target {
     const pid_t pid = ::fork();
     if (pid < 0)
       return Status::FromErrno(errno, "fork");
+    const std::string out_path = log_ + ".last";
     if (pid == 0) {
-      FILE* out = std::fopen(log_.c_str(), "a");
+      FILE* out = std::fopen(out_path.c_str(), "w");
       if (out != nullptr) {
         ::dup2(::fileno(out), 1);
         ::dup2(::fileno(out), 2);
@@ -289,16 +309,24 @@ class KillTarget : public Target {
     int st = 0;
     while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    // Its output, kept in the log; an error quotes its "ciuic: ..." line (else its last one).
+    std::ifstream in(out_path);
+    std::ofstream log(log_, std::ios::app);
+    std::string line, last, error;
+    while (std::getline(in, line)) {
+      log << line << "\n";
+      if (!line.empty())
+        last = line;
+      if (line.rfind("ciuic: ", 0) == 0)
+        error = line;
+    }
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
       return Status::OK();
     std::string cmd = "ciuic";
     for (const auto& s : args)
       cmd += " " + s;
-    std::ifstream in(log_);
-    std::string line, last;
-    while (std::getline(in, line))
-      last = line.empty() ? last : line;
-    return Status::Internal(fmt::format("`{}` failed: {}", cmd, last));
+    return Status::Internal(fmt::format("`{}` failed: {} (its output: {})", cmd,
+                                        error.empty() ? last : error, log_));
   }
 
   const Args& a_;
@@ -446,7 +474,8 @@ int Main(int argc, char** argv) {
     total.false_corruptions += final_check.false_corruptions;
   }
   const double secs = static_cast<double>(NowMs() - start) / 1000.0;
-  Status stopped = target->Stop();
+  const bool failed = !fatal.ok() || total.losses != 0 || total.false_corruptions != 0;
+  Status stopped = target->Stop(failed);
   std::printf(
       "crashloop %s: %lu cycles in %.0f s, %lu ops (%lu acknowledged), %lu files and %lu bytes "
       "verified, losses %lu, false corruptions %lu\n",
