@@ -293,6 +293,15 @@ void ClientCore::NoteMdsAck(uint64_t epoch, const std::vector<uint64_t>& keys) {
     unsynced_.erase(unsynced_.begin());
 }
 
+bool ClientCore::HasUnsyncedMdsChange(uint64_t fid_seq) {
+  std::lock_guard<std::mutex> lock(acks_mu_);
+  for (const auto& [epoch, by_key] : unsynced_) {
+    if (by_key.count(fid_seq))
+      return true;
+  }
+  return false;
+}
+
 uint64_t ClientCore::MdsAcks() {
   std::lock_guard<std::mutex> lock(acks_mu_);
   return mds_acks_;

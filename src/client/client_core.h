@@ -170,6 +170,9 @@ class ClientCore {
 
   // "OST 2 (127.0.0.1:7102)".
   std::string OstName(uint32_t ost);
+  // Whether a change of file `fid_seq` the MDS acknowledged is not yet known synced (its
+  // fsync then syncs the MDS too).
+  bool HasUnsyncedMdsChange(uint64_t fid_seq);
   // Fetches the OST map from the MDS and updates the routing table.
   Result<std::vector<pb::OstInfo>> RefreshOstMap();
 

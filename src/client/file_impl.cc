@@ -628,6 +628,9 @@ Status OpenFile::Fsync() {
       by_ost[{key.first, epoch}].push_back(key.second);
     need_size = node_->unsynced_data || node_->size_dirty;
   }
+  // A file created (or changed on the MDS) and not yet synced there: fsync makes it durable
+  // too, written to or not (an empty new file fsynced must exist after a power cut).
+  need_size = need_size || core_->HasUnsyncedMdsChange(node_->fid.seq);
   std::vector<std::shared_ptr<OstCall>> calls;
   for (const auto& [ost_epoch, objs] : by_ost) {
     const uint32_t ost = ost_epoch.first;

@@ -166,6 +166,24 @@ TEST(PowerLossTest, ALossIsReportedToTheSyncOfEveryDirectoryItTouched) {
   EXPECT_EQ(c->Stat("/a/x").status().code(), StatusCode::kNotFound);
 }
 
+TEST(PowerLossTest, AnEmptyNewFileFsyncedSurvivesAPowerCut) {
+  auto cluster = StartPowerLossCluster();
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  auto f = c->Open("/empty", O_CREAT | O_EXCL | O_WRONLY, 0644);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE((*f)->Fsync().ok());  // nothing written: the create alone must become durable
+  ASSERT_TRUE((*f)->Close().ok());
+  c.reset();
+  ASSERT_TRUE(cluster->PowerCycle().ok());
+  c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  auto st = c->Stat("/empty");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->size, 0u);
+}
+
 // Runs `wl` on a fresh client until `more` further operations were acknowledged (or 60 s
 // passed), then calls `crash`, and verifies through another fresh client after `recover`.
 template <typename Crash, typename Recover>
