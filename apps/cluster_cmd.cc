@@ -324,8 +324,8 @@ int ClusterUp(const ClusterUpOptions& o) {
     return 1;
   }
   if (!running.empty()) {
-    fmt::print("ciuic cluster up: {} of {} servers running; starting the others\n",
-               running.size(), servers);
+    fmt::print("ciuic cluster up: {} of {} servers running; starting the others\n", running.size(),
+               servers);
   }
   if (!running.count("mds") && !PortFree(cf.mds.port)) {
     Fail(fmt::format("MDS port {} is in use by another program", cf.mds.port));

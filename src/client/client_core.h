@@ -287,7 +287,7 @@ class ClientCore {
     uint64_t count = 0;  // how many
   };
   std::mutex acks_mu_;
-  uint64_t mds_acks_ = 0;                               // CIUIC_GUARDED_BY(acks_mu_)
+  uint64_t mds_acks_ = 0;  // CIUIC_GUARDED_BY(acks_mu_)
   // epoch -> FID sequence -> acknowledgements not yet synced.
   std::map<uint64_t, std::unordered_map<uint64_t, UnsyncedAcks>> unsynced_;  // acks_mu_
   static constexpr size_t kMaxUnsyncedKeys = 1 << 16;

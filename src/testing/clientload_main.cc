@@ -198,11 +198,10 @@ int main(int argc, char** argv) {
     conns.push_back(std::move(*c));
   }
   Counts counts;
-  const int64_t until =
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count() +
-      static_cast<int64_t>(seconds) * 1000;
+  const int64_t until = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count() +
+                        static_cast<int64_t>(seconds) * 1000;
   std::vector<std::thread> threads;
   for (int i = 0; i < clients; ++i)
     threads.emplace_back(Load, conns[static_cast<size_t>(i)].get(), i, until, &counts);

@@ -258,9 +258,7 @@ class KillTarget : public Target {
       return Status::TimedOut(fmt::format("{} (pid {}) outlived kill -9 by 10 s", name, pid));
     return fmt::format("kill -9 of {}", name);
   }
-  Status Recover() override {
-    return Ciuic({"cluster", "up", dir_, "--timeout", "60"});
-  }
+  Status Recover() override { return Ciuic({"cluster", "up", dir_, "--timeout", "60"}); }
   Status Stop(bool keep) override {
     Status s = Ciuic({"cluster", "down", dir_});
     if (keep) {
@@ -325,8 +323,8 @@ class KillTarget : public Target {
     std::string cmd = "ciuic";
     for (const auto& s : args)
       cmd += " " + s;
-    return Status::Internal(fmt::format("`{}` failed: {} (its output: {})", cmd,
-                                        error.empty() ? last : error, log_));
+    return Status::Internal(
+        fmt::format("`{}` failed: {} (its output: {})", cmd, error.empty() ? last : error, log_));
   }
 
   const Args& a_;
@@ -440,13 +438,13 @@ int Main(int argc, char** argv) {
     total.acked += run.acked;
     Add(&total, s);
     if (!a.quiet || s.losses != 0 || s.false_corruptions != 0) {
-      std::printf("cycle %d: %s | ops %lu acked %lu | verified %lu files, %lu bytes | losses %lu, "
-                  "false corruptions %lu\n",
-                  cycle, what->c_str(), static_cast<unsigned long>(run.ops),
-                  static_cast<unsigned long>(run.acked), static_cast<unsigned long>(s.files),
-                  static_cast<unsigned long>(s.bytes_verified),
-                  static_cast<unsigned long>(s.losses),
-                  static_cast<unsigned long>(s.false_corruptions));
+      std::printf(
+          "cycle %d: %s | ops %lu acked %lu | verified %lu files, %lu bytes | losses %lu, "
+          "false corruptions %lu\n",
+          cycle, what->c_str(), static_cast<unsigned long>(run.ops),
+          static_cast<unsigned long>(run.acked), static_cast<unsigned long>(s.files),
+          static_cast<unsigned long>(s.bytes_verified), static_cast<unsigned long>(s.losses),
+          static_cast<unsigned long>(s.false_corruptions));
     }
     PrintProblems(s);
     std::fflush(stdout);
@@ -464,12 +462,13 @@ int Main(int argc, char** argv) {
         PrintProblems(s);
       }
     }
-    std::printf("final check of %zu generation(s): %lu files, %lu bytes, losses %lu, false "
-                "corruptions %lu\n",
-                generations.size(), static_cast<unsigned long>(final_check.files),
-                static_cast<unsigned long>(final_check.bytes),
-                static_cast<unsigned long>(final_check.losses),
-                static_cast<unsigned long>(final_check.false_corruptions));
+    std::printf(
+        "final check of %zu generation(s): %lu files, %lu bytes, losses %lu, false "
+        "corruptions %lu\n",
+        generations.size(), static_cast<unsigned long>(final_check.files),
+        static_cast<unsigned long>(final_check.bytes),
+        static_cast<unsigned long>(final_check.losses),
+        static_cast<unsigned long>(final_check.false_corruptions));
     total.losses += final_check.losses;
     total.false_corruptions += final_check.false_corruptions;
   }
