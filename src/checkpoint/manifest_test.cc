@@ -59,8 +59,8 @@ TEST(ManifestTest, BadInputIsCorruptionNotACrash) {
   EXPECT_EQ(DecodeManifest(EncodeManifest(m), "m").status().code(), StatusCode::kCorruption);
 }
 
-// Found by the manifest fuzz target (fuzz/corpus/manifest/regress-*): numbers are taken only
-// as integers in range, sizes and offsets may not wrap.
+// Numbers are taken only as integers in range; sizes and offsets may not wrap (reported by
+// fuzzing; inputs: fuzz/corpus/manifest/regress-*).
 TEST(ManifestTest, NumbersMustBeExactAndSizesMustNotOverflow) {
   const std::string good = EncodeManifest(Sample());
   ASSERT_TRUE(DecodeManifest(good, "m").ok());
