@@ -26,3 +26,23 @@ function(ciuic_add_executable name)
   add_executable(${name} ${ARG_SRCS})
   target_link_libraries(${name} PRIVATE ciuic_options ciuic_warnings ${ARG_DEPS})
 endfunction()
+
+# ciuic_add_fuzz_target(NAME SRCS a_fuzz.cc DEPS libs): a libFuzzer target NAME_fuzz. With
+# CIUIC_BUILD_FUZZ (clang) it links libFuzzer's main; otherwise it links fuzz/replay_main.cc and
+# ctest (label fuzz) replays the corpus in fuzz/corpus/NAME on every build.
+function(ciuic_add_fuzz_target name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  set(target ${name}_fuzz)
+  if(CIUIC_BUILD_FUZZ)
+    add_executable(${target} ${ARG_SRCS})
+    target_link_options(${target} PRIVATE -fsanitize=fuzzer)
+  elseif(CIUIC_BUILD_TESTS)
+    add_executable(${target} ${ARG_SRCS} ${PROJECT_SOURCE_DIR}/fuzz/replay_main.cc)
+    add_test(NAME fuzz_${name} COMMAND ${target} ${PROJECT_SOURCE_DIR}/fuzz/corpus/${name})
+    set_tests_properties(fuzz_${name} PROPERTIES LABELS fuzz TIMEOUT 300)
+  else()
+    return()
+  endif()
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${target} PRIVATE ciuic_options ciuic_warnings ${ARG_DEPS})
+endfunction()

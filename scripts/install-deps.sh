@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  cmake ninja-build g++ pkg-config ccache git
+  cmake ninja-build g++ pkg-config ccache git clang-14 libclang-rt-14-dev libomp-14-dev
   librocksdb-dev liburing-dev libfuse3-dev fuse3 libasio-dev libprotobuf-dev protobuf-compiler
   libssl-dev libcurl4-openssl-dev libisal-dev libzstd-dev libcli11-dev libfmt-dev libspdlog-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev

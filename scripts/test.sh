@@ -4,14 +4,18 @@
 # in the release tree (each starts and stops its own local cluster or MiniCluster, and unmounts
 # what it mounted; under ASan the binaries they start are the ASan ones). Python tests use
 # Debian's /usr/bin/python3 (its extension module is not built with the sanitizers).
-# Usage: scripts/test.sh [--no-asan]
+# Then every libFuzzer target runs for 30 s (scripts/fuzz.sh; --no-fuzz skips it); the fuzz
+# corpus is also replayed by ctest in both trees (label fuzz).
+# Usage: scripts/test.sh [--no-asan] [--no-fuzz]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 asan=1
+fuzz=1
 for a in "$@"; do
   case "$a" in
     --no-asan) asan=0 ;;
+    --no-fuzz) fuzz=0 ;;
     *) echo "test.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +48,16 @@ if [ "$asan" = 1 ]; then
   scripts/build.sh asan
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest asan build/asan -LE 'python' -E 'ReadDirOf100000Entries'
+fi
+
+if [ "$fuzz" = 1 ]; then
+  echo "== libFuzzer targets, 30 s each (clang-14 build of the libraries they need)"
+  if scripts/fuzz.sh 30 2>&1 | tee build/fuzz-ci.log; then
+    summary+=("fuzz: every target ran 30 s without a crash")
+  else
+    status=1
+    summary+=("fuzz: FAILED (build/fuzz-ci.log)")
+  fi
 fi
 
 echo

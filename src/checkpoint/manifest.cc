@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <limits>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -120,6 +121,46 @@ std::string EncodeManifest(const Manifest& m, int rank) {
 
 namespace {
 
+constexpr int kMaxJsonDepth = 64;
+
+// Exact integer getters: nlohmann's get<int>() and get<uint64_t>() convert whatever number is
+// there, so 2^32 + 1 read as world_size 1, -1 as a huge uint64_t, and a float out of range was
+// undefined behaviour. These accept only integers in range and throw (caught below) otherwise.
+int64_t GetInt(const json& j, int64_t lo, int64_t hi) {
+  if (!j.is_number_integer())
+    throw std::invalid_argument(fmt::format("expected an integer, got {}", j.type_name()));
+  if (j.is_number_unsigned()) {
+    const uint64_t u = j.get<uint64_t>();
+    if (hi < 0 || u > static_cast<uint64_t>(hi))
+      throw std::out_of_range(fmt::format("{} is over {}", u, hi));
+    return static_cast<int64_t>(u);
+  }
+  const int64_t v = j.get<int64_t>();
+  if (v < lo || v > hi)
+    throw std::out_of_range(fmt::format("{} is outside [{}, {}]", v, lo, hi));
+  return v;
+}
+
+uint64_t GetUint(const json& j, uint64_t hi) {
+  if (!j.is_number_integer() || (!j.is_number_unsigned() && j.get<int64_t>() < 0))
+    throw std::invalid_argument(fmt::format("expected an unsigned integer, got {}", j.dump()));
+  const uint64_t v = j.get<uint64_t>();
+  if (v > hi)
+    throw std::out_of_range(fmt::format("{} is over {}", v, hi));
+  return v;
+}
+
+template <typename T>
+std::vector<T> GetInts(const json& j, int64_t lo, int64_t hi) {
+  if (!j.is_array())
+    throw std::invalid_argument(fmt::format("expected an array, got {}", j.type_name()));
+  std::vector<T> v;
+  v.reserve(j.size());
+  for (const json& e : j)
+    v.push_back(static_cast<T>(GetInt(e, lo, hi)));
+  return v;
+}
+
 Status CheckTensor(const TensorInfo& t, uint64_t chunk_bytes) {
   if (t.name.empty())
     return Status::Corruption("tensor with an empty name");
@@ -130,11 +171,19 @@ Status CheckTensor(const TensorInfo& t, uint64_t chunk_bytes) {
     return Status::Corruption(fmt::format("tensor '{}': bad shape", t.name));
   for (const ShardInfo& s : t.shards) {
     const int64_t n = NumElements(s.shape);
+    // The byte count must not wrap: n * stored did for n near 2^62, so a shard of a huge shape
+    // could claim a small length and pass.
     if (n < 0 || s.shape.size() != t.shape.size() || s.offsets.size() != t.shape.size() ||
+        static_cast<uint64_t>(n) > std::numeric_limits<uint64_t>::max() / stored ||
         s.length != static_cast<uint64_t>(n) * stored)
       return Status::Corruption(fmt::format("tensor '{}': bad shard in {}", t.name, s.file));
+    // Loads read [offset, offset + length) with a signed file offset.
+    if (s.offset > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - s.length)
+      return Status::Corruption(
+          fmt::format("tensor '{}': shard in {} ends past the largest file", t.name, s.file));
     for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (s.offsets[d] < 0 || s.offsets[d] + s.shape[d] > t.shape[d])
+      // shape[d] >= 0 (NumElements checked it); subtract instead of adding, which overflowed.
+      if (s.offsets[d] < 0 || s.offsets[d] > t.shape[d] || s.shape[d] > t.shape[d] - s.offsets[d])
         return Status::Corruption(
             fmt::format("tensor '{}': shard in {} lies outside the tensor", t.name, s.file));
     }
@@ -153,16 +202,21 @@ Status CheckTensor(const TensorInfo& t, uint64_t chunk_bytes) {
 Result<Manifest> DecodeManifest(const std::string& text, const std::string& what) {
   Manifest m;
   try {
-    const json j = json::parse(text);
+    // Nesting is bounded: dump() of the "extra" value recurses once per level.
+    const json j = json::parse(text, [](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth)
+        throw std::out_of_range("JSON nested too deeply");
+      return true;
+    });
     const std::string format = j.at("format").get<std::string>();
     if (format != "ciuic-checkpoint" && format != "ciuic-checkpoint-part")
       return Status::Corruption(fmt::format("{}: not a ciuic checkpoint manifest", what));
-    if (j.at("version").get<int>() != kFormatVersion)
+    if (!j.at("version").is_number_integer() || j.at("version") != kFormatVersion)
       return Status::Corruption(
-          fmt::format("{}: unsupported version {}", what, j.at("version").get<int>()));
+          fmt::format("{}: unsupported version {}", what, j.at("version").dump()));
     m.save_id = j.at("save_id").get<std::string>();
-    m.world_size = j.at("world_size").get<int>();
-    m.chunk_bytes = j.at("chunk_bytes").get<uint64_t>();
+    m.world_size = static_cast<int>(GetInt(j.at("world_size"), 1, INT32_MAX));
+    m.chunk_bytes = GetUint(j.at("chunk_bytes"), uint64_t{1} << 40);
     if (!j.at("extra").is_null())
       m.extra_json = j.at("extra").dump();
     for (const json& jt : j.at("tensors")) {
@@ -170,15 +224,15 @@ Result<Manifest> DecodeManifest(const std::string& text, const std::string& what
       t.name = jt.at("name").get<std::string>();
       t.dtype = jt.at("dtype").get<std::string>();
       t.stored_dtype = jt.at("stored_dtype").get<std::string>();
-      t.shape = jt.at("shape").get<std::vector<int64_t>>();
+      t.shape = GetInts<int64_t>(jt.at("shape"), 0, INT64_MAX);
       for (const json& js : jt.at("shards")) {
         ShardInfo s;
         s.file = js.at("file").get<std::string>();
-        s.offset = js.at("offset").get<uint64_t>();
-        s.length = js.at("length").get<uint64_t>();
-        s.shape = js.at("shape").get<std::vector<int64_t>>();
-        s.offsets = js.at("offsets").get<std::vector<int64_t>>();
-        s.crc32c = js.at("crc32c").get<std::vector<uint32_t>>();
+        s.offset = GetUint(js.at("offset"), UINT64_MAX);
+        s.length = GetUint(js.at("length"), UINT64_MAX);
+        s.shape = GetInts<int64_t>(js.at("shape"), 0, INT64_MAX);
+        s.offsets = GetInts<int64_t>(js.at("offsets"), 0, INT64_MAX);
+        s.crc32c = GetInts<uint32_t>(js.at("crc32c"), 0, UINT32_MAX);
         t.shards.push_back(std::move(s));
       }
       Status st = CheckTensor(t, m.chunk_bytes);

@@ -59,6 +59,46 @@ TEST(ManifestTest, BadInputIsCorruptionNotACrash) {
   EXPECT_EQ(DecodeManifest(EncodeManifest(m), "m").status().code(), StatusCode::kCorruption);
 }
 
+// Numbers are taken only as integers in range; sizes and offsets may not wrap (reported by
+// fuzzing; inputs: fuzz/corpus/manifest/regress-*).
+TEST(ManifestTest, NumbersMustBeExactAndSizesMustNotOverflow) {
+  const std::string good = EncodeManifest(Sample());
+  ASSERT_TRUE(DecodeManifest(good, "m").ok());
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = good;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  for (const std::string& text : {
+           with("\"world_size\": 2", "\"world_size\": 4294967298"),  // was read as 2
+           with("\"world_size\": 2", "\"world_size\": 2.5"),
+           with("\"world_size\": 2", "\"world_size\": 1e300"),  // UB converting to int
+           with("\"version\": 1", "\"version\": 4294967297"),
+           with("\"chunk_bytes\": 8192", "\"chunk_bytes\": -8192"),
+           with("\"offset\": 0", "\"offset\": 9223372036854775000"),  // offset + length wraps
+           with("\"offset\": 0", "\"offset\": -1"),
+           with("\"crc32c\": [\n      1,", "\"crc32c\": [\n      4294967297,"),
+           std::string(100000, '[') + std::string(100000, ']'),
+       }) {
+    EXPECT_EQ(DecodeManifest(text, "m").status().code(), StatusCode::kCorruption) << text;
+  }
+  // Offsets near INT64_MAX: offsets[d] + shape[d] overflowed (UB) and could pass the bound.
+  Manifest m = Sample();
+  m.tensors[0].shards[1].offsets = {INT64_MAX, 0};
+  EXPECT_EQ(DecodeManifest(EncodeManifest(m), "m").status().code(), StatusCode::kCorruption);
+  // A shape whose byte count wraps to the small length it claims.
+  m = Sample();
+  m.tensors[0].shape = {int64_t{1} << 62, 1};
+  m.tensors[0].shards.resize(1);
+  m.tensors[0].shards[0].shape = {int64_t{1} << 62, 1};
+  m.tensors[0].shards[0].offsets = {0, 0};
+  m.tensors[0].stored_dtype = "float32";  // 2^62 elements * 4 bytes wraps to 0
+  m.tensors[0].shards[0].length = 0;
+  m.tensors[0].shards[0].crc32c = {};
+  EXPECT_EQ(DecodeManifest(EncodeManifest(m), "m").status().code(), StatusCode::kCorruption);
+}
+
 TEST(ManifestTest, FileNamesCarryTheSaveId) {
   EXPECT_EQ(SaveIdOfFile(DataFileName("a-b_1", 3)), "a-b_1");
   EXPECT_EQ(SaveIdOfFile(PartFileName("xyz", 0)), "xyz");

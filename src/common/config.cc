@@ -53,18 +53,28 @@ Result<ClusterFile> ClusterFile::Load(const std::string& path) {
   if (!in) {
     return Status::FromErrno(errno, fmt::format("cannot read cluster file {}", path));
   }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad())
+    return Status::IoError(fmt::format("cannot read cluster file {}", path));
+  return Parse(text.str(), path);
+}
+
+Result<ClusterFile> ClusterFile::Parse(std::string_view text, const std::string& name) {
   ClusterFile cf;
-  std::string line;
   int lineno = 0;
   bool have_mds = false;
-  while (std::getline(in, line)) {
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string line(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
     ++lineno;
     std::string t = Trim(line);
     if (t.empty() || t[0] == '#')
       continue;
     size_t eq = t.find('=');
     if (eq == std::string::npos) {
-      return Status::InvalidArgument(fmt::format("{}:{}: expected key = value", path, lineno));
+      return Status::InvalidArgument(fmt::format("{}:{}: expected key = value", name, lineno));
     }
     std::string key = Trim(t.substr(0, eq));
     std::string val = Trim(t.substr(eq + 1));
@@ -73,18 +83,26 @@ Result<ClusterFile> ClusterFile::Load(const std::string& path) {
     } else if (key == "mds") {
       CIUIC_ASSIGN_OR_RETURN(cf.mds, HostPort::Parse(val));
       have_mds = true;
+    } else if (key == "key_id") {
+      // Digits only: strtoul alone took "-1" as 4294967295 and "x" as 0, and cut 2^32 + 1 to 1.
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long v = std::strtoull(val.c_str(), &end, 10);
+      if (val.empty() || val.find_first_not_of("0123456789") != std::string::npos || errno != 0 ||
+          *end != '\0' || v == 0 || v > UINT32_MAX) {
+        return Status::InvalidArgument(fmt::format("{}:{}: bad key_id '{}'", name, lineno, val));
+      }
+      cf.key_id = static_cast<uint32_t>(v);
     } else if (key == "secret") {
       cf.secret_hex = val;
-    } else if (key == "key_id") {
-      cf.key_id = static_cast<uint32_t>(std::strtoul(val.c_str(), nullptr, 10));
     }
     // Unknown keys are ignored so newer files stay readable.
   }
   if (!have_mds)
-    return Status::InvalidArgument(fmt::format("{}: no 'mds' line", path));
+    return Status::InvalidArgument(fmt::format("{}: no 'mds' line", name));
   auto secret = HexDecode(cf.secret_hex);
   if (!secret.ok() || secret->size() < 16) {
-    return Status::InvalidArgument(fmt::format("{}: 'secret' must be at least 16 hex bytes", path));
+    return Status::InvalidArgument(fmt::format("{}: 'secret' must be at least 16 hex bytes", name));
   }
   return cf;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -26,6 +27,9 @@ struct ClusterFile {
 
   // Reads and validates `path`. kNotFound if missing, kInvalidArgument if malformed.
   static Result<ClusterFile> Load(const std::string& path);
+  // Parses and validates the text of a cluster file (`name` for messages). kInvalidArgument
+  // naming the line if malformed.
+  static Result<ClusterFile> Parse(std::string_view text, const std::string& name);
   // Writes atomically (temp + rename) with mode 0600.
   Status Save(const std::string& path) const;
   // Returns the secret as raw bytes.

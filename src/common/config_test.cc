@@ -57,6 +57,18 @@ TEST(ClusterFileTest, MissingAndMalformed) {
   rmdir(tmpl);
 }
 
+TEST(ClusterFileTest, KeyIdMustBeANumberThatFits) {
+  const std::string rest = "mds = 127.0.0.1:1\nsecret = " + std::string(32, 'a') + "\n";
+  auto ok = ClusterFile::Parse("key_id = 4294967295\n" + rest, "cf");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->key_id, 4294967295u);
+  // strtoul took these as 1, 4294967295, 0 and 12.
+  for (const char* bad : {"4294967297", "-1", "x", "12abc", "", "0"}) {
+    auto r = ClusterFile::Parse(std::string("key_id = ") + bad + "\n" + rest, "cf");
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(HostPortTest, Parse) {
   EXPECT_EQ(HostPort::Parse("127.0.0.1:80")->port, 80);
   EXPECT_FALSE(HostPort::Parse("127.0.0.1").ok());

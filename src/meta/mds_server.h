@@ -73,6 +73,8 @@ class MdsServer {
 
   // The service behind the server (tests).
   MetaService* TEST_meta() { return meta_.get(); }
+  // The RPC server, for requests made in-process (RpcServer::TEST_Dispatch; fuzzing).
+  net::RpcServer* TEST_rpc() { return rpc_.get(); }
 
  private:
   void RegisterHandlers();

@@ -136,6 +136,21 @@ class RpcServer {
   void Stop();
   // Closes every connection that authenticated with `key_id` (a revoked key); returns how many.
   size_t CloseConnectionsOfKey(uint32_t key_id);
+  // Tests and fuzzing: hands a request of `type` from an authenticated peer (`role`, `key_id`)
+  // with `body` and the data segment `data` to its handler as a connection would, without a
+  // socket (the server need not be started). `on_reply` gets the reply, on whichever thread
+  // the handler replies from; an unserved type or role is answered with the error at once.
+  struct TestReply {
+    bool error = false;  // body is pb::ErrorInfo
+    std::string body;
+    std::string data;  // the data segment
+  };
+  void TEST_Dispatch(MsgType type,
+                     Role role,
+                     uint32_t key_id,
+                     std::string body,
+                     std::string data,
+                     std::function<void(TestReply)> on_reply);
   // Counters for tests and status pages.
   uint64_t connections_accepted() const;
   uint64_t frames_rejected() const;

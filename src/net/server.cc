@@ -1,6 +1,7 @@
 // RpcServer and ServerCall: accept loop, per-connection serve coroutine, handshake (server side),
 // dispatch to registered handlers, replies from any thread.
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -27,6 +28,8 @@ struct CallState {
   AlignedBuffer data;
   std::shared_ptr<detail::BufferPool> pool;  // takes `data` back unless the handler kept it
   std::atomic<bool> replied{false};
+  // Set instead of `conn` for a request made by RpcServer::TEST_Dispatch: takes the reply.
+  std::function<void(detail::OutFrame)> sink;
 
   ~CallState() {
     if (pool != nullptr && data.capacity() > 0)
@@ -35,6 +38,10 @@ struct CallState {
 
   // Queues `f` on the connection's strand; dropped when the connection or the server is gone.
   void Send(detail::OutFrame f);
+  const std::string& peer() const {
+    static const std::string kInProcess = "in-process";
+    return conn != nullptr ? conn->peer() : kInProcess;
+  }
 };
 
 namespace detail {
@@ -44,10 +51,6 @@ struct HandlerEntry {
   Handler handler;
   std::vector<Role> roles;
 };
-
-bool ValidRole(uint32_t r) {
-  return r >= 1 && r <= 3;
-}
 
 }  // namespace
 
@@ -60,7 +63,24 @@ struct ServerShared {
   std::atomic<uint64_t> rejected{0};
   std::atomic<bool> stopping{false};
   std::shared_ptr<BufferPool> pool;
+  ServerHandshake::Config handshake;  // from opts
 };
+
+// Why a request of `type` from `role` is refused (no handler, or not for that role); OK when a
+// handler takes it.
+Status Refusal(const ServerShared& shared, uint16_t type, Role role) {
+  auto it = shared.handlers.find(type);
+  if (it == shared.handlers.end()) {
+    return Status::NotSupported(
+        fmt::format("message type {} is not served by {}", MsgTypeName(type), shared.opts.name));
+  }
+  const std::vector<Role>& roles = it->second.roles;
+  if (!roles.empty() && std::find(roles.begin(), roles.end(), role) == roles.end()) {
+    return Status::PermissionDenied(
+        fmt::format("role {} may not call {}", static_cast<uint32_t>(role), MsgTypeName(type)));
+  }
+  return Status::OK();
+}
 
 class ServerConn : public Connection {
  public:
@@ -118,7 +138,7 @@ class ServerConn : public Connection {
 };
 
 asio::awaitable<bool> ServerConn::Handshake() {
-  const RpcServer::Options& o = shared_->opts;
+  ServerHandshake hs(&shared_->handshake);
   InFrame f;
   if (!co_await ReadFrame(&f))
     co_return false;
@@ -128,54 +148,15 @@ asio::awaitable<bool> ServerConn::Handshake() {
     co_return false;
   }
   EndFrame();
-  pb::Hello hello;
-  if (!hello.ParseFromString(f.body)) {
-    Reject("malformed Hello");
+  Result<std::string> challenge = hs.OnHello(f.body, RandomBytes(kNonceSize));
+  if (!challenge.ok()) {
+    if (challenge.status().code() == StatusCode::kCorruption)
+      Reject(challenge.status().message());
+    else
+      FailHandshake(f.h.type, f.h.request_id, challenge.status());
     co_return false;
   }
-  if (hello.nonce().size() != kNonceSize || !ValidRole(hello.role())) {
-    Reject(
-        fmt::format("bad Hello: nonce of {} bytes, role {}", hello.nonce().size(), hello.role()));
-    co_return false;
-  }
-  uint32_t version =
-      PickVersion(hello.min_version(), hello.max_version(), o.min_version, o.max_version);
-  if (version == 0) {
-    FailHandshake(f.h.type, f.h.request_id,
-                  Status::NotSupported(fmt::format(
-                      "no common protocol version: client speaks [{}, {}], server [{}, {}]",
-                      hello.min_version(), hello.max_version(), o.min_version, o.max_version)));
-    co_return false;
-  }
-  // The key decides who the peer is: the admin key may claim any role, a client key only the
-  // client role (docs/formats/wire.md, "Client keys").
-  std::string key;
-  if (o.key_lookup) {
-    Result<std::string> k = o.key_lookup(hello.key_id(), static_cast<Role>(hello.role()));
-    if (!k.ok()) {
-      FailHandshake(
-          f.h.type, f.h.request_id,
-          Status::PermissionDenied(fmt::format("authentication failed: {}", k.status().message())));
-      co_return false;
-    }
-    key = std::move(*k);
-  } else if (hello.key_id() == o.key_id) {
-    key = o.secret;
-  } else {
-    FailHandshake(f.h.type, f.h.request_id,
-                  Status::PermissionDenied(
-                      fmt::format("authentication failed: unknown key id {}", hello.key_id())));
-    co_return false;
-  }
-  std::string server_nonce = RandomBytes(kNonceSize);
-  std::string transcript =
-      HandshakeTranscript(f.body, version, server_nonce, hello.role(), hello.key_id());
-  pb::Challenge challenge;
-  challenge.set_version(version);
-  challenge.set_nonce(server_nonce);
-  challenge.set_mac(ServerMac(key, transcript));
-  Enqueue(
-      MakeFrame(MsgType::kChallenge, kFlagResponse, f.h.request_id, challenge.SerializeAsString()));
+  Enqueue(MakeFrame(MsgType::kChallenge, kFlagResponse, f.h.request_id, std::move(*challenge)));
 
   InFrame p;
   if (!co_await ReadFrame(&p))
@@ -186,26 +167,22 @@ asio::awaitable<bool> ServerConn::Handshake() {
     co_return false;
   }
   EndFrame();
-  pb::Proof proof;
-  if (!proof.ParseFromString(p.body)) {
-    Reject("malformed Proof");
+  Result<std::string> welcome = hs.OnProof(p.body);
+  if (!welcome.ok()) {
+    if (welcome.status().code() == StatusCode::kCorruption)
+      Reject(welcome.status().message());
+    else
+      FailHandshake(p.h.type, p.h.request_id, welcome.status());
     co_return false;
   }
-  if (!MacEqual(proof.mac(), ClientMac(key, transcript))) {
-    FailHandshake(p.h.type, p.h.request_id,
-                  Status::PermissionDenied("authentication failed: wrong cluster secret"));
-    co_return false;
-  }
-  session_key_ = SessionKey(key, transcript);
-  role_ = static_cast<Role>(hello.role());
-  key_id_ = hello.key_id();
+  session_key_ = hs.session_key();
+  role_ = hs.role();
+  key_id_ = hs.key_id();
   handle()->set_key_id(key_id_);
   SetHandshakeDone();
-  pb::Welcome welcome;
-  welcome.set_cluster_uuid(o.cluster_uuid);
-  Enqueue(MakeFrame(MsgType::kWelcome, kFlagResponse, p.h.request_id, welcome.SerializeAsString()));
-  LOG_DEBUG("[{}] {} authenticated as role {}, protocol {}", params_.name, peer(), hello.role(),
-            version);
+  Enqueue(MakeFrame(MsgType::kWelcome, kFlagResponse, p.h.request_id, std::move(*welcome)));
+  LOG_DEBUG("[{}] {} authenticated as role {}, protocol {}", params_.name, peer(),
+            static_cast<uint32_t>(role_), hs.version());
   co_return true;
 }
 
@@ -213,23 +190,14 @@ asio::awaitable<bool> ServerConn::Dispatch(InFrame f) {
   const uint16_t type = f.h.type;
   const uint64_t id = f.h.request_id;
   auto it = shared_->handlers.find(type);
-  Status refuse;
-  if (it == shared_->handlers.end()) {
-    if (type == static_cast<uint16_t>(MsgType::kPing)) {
-      if (!co_await SkipData(f.h.data_len))
-        co_return false;
-      EndFrame();
-      Enqueue(MakeFrame(MsgType::kPing, kFlagResponse, id, std::string()));
-      co_return true;
-    }
-    refuse = Status::NotSupported(
-        fmt::format("message type {} is not served by {}", MsgTypeName(type), params_.name));
-  } else if (!it->second.roles.empty() &&
-             std::find(it->second.roles.begin(), it->second.roles.end(), role_) ==
-                 it->second.roles.end()) {
-    refuse = Status::PermissionDenied(
-        fmt::format("role {} may not call {}", static_cast<uint32_t>(role_), MsgTypeName(type)));
+  if (it == shared_->handlers.end() && type == static_cast<uint16_t>(MsgType::kPing)) {
+    if (!co_await SkipData(f.h.data_len))
+      co_return false;
+    EndFrame();
+    Enqueue(MakeFrame(MsgType::kPing, kFlagResponse, id, std::string()));
+    co_return true;
   }
+  Status refuse = Refusal(*shared_, type, role_);
   if (!refuse.ok()) {
     if (!co_await SkipData(f.h.data_len))
       co_return false;
@@ -342,6 +310,10 @@ asio::awaitable<void> AcceptLoop(std::shared_ptr<ServerShared> shared,
 // ServerCall
 
 void CallState::Send(detail::OutFrame f) {
+  if (sink) {
+    sink(std::move(f));
+    return;
+  }
   conn->Run([f = std::move(f)](detail::Connection* c) mutable {
     static_cast<detail::ServerConn*>(c)->OnReply(std::move(f));
   });
@@ -372,7 +344,7 @@ Role ServerCall::peer_role() const {
 }
 const std::string& ServerCall::peer_addr() const {
   static const std::string kNone;
-  return state_ ? state_->conn->peer() : kNone;
+  return state_ ? state_->peer() : kNone;
 }
 uint32_t ServerCall::key_id() const {
   return state_ ? state_->key_id : 0;
@@ -401,8 +373,7 @@ void ServerCall::Reply(const google::protobuf::MessageLite& body,
     return;
   if (state_->replied.exchange(true)) {
     LOG_ERROR("second reply to {} request {} from {} ignored",
-              MsgTypeName(static_cast<uint16_t>(state_->type)), state_->request_id,
-              state_->conn->peer());
+              MsgTypeName(static_cast<uint16_t>(state_->type)), state_->request_id, state_->peer());
     return;
   }
   uint64_t data_len = 0;
@@ -422,8 +393,7 @@ void ServerCall::ReplyError(const Status& status) {
     return;
   if (state_->replied.exchange(true)) {
     LOG_ERROR("second reply ({}) to {} request {} from {} ignored", status.ToString(),
-              MsgTypeName(static_cast<uint16_t>(state_->type)), state_->request_id,
-              state_->conn->peer());
+              MsgTypeName(static_cast<uint16_t>(state_->type)), state_->request_id, state_->peer());
     return;
   }
   Status s = status.ok() ? Status::Internal("error reply with an OK status") : status;
@@ -451,6 +421,13 @@ struct RpcServer::Impl {
 RpcServer::RpcServer(Options options) : impl_(std::make_unique<Impl>(options.io_threads)) {
   impl_->shared->opts = std::move(options);
   impl_->shared->pool = std::make_shared<detail::BufferPool>(impl_->shared->opts.buffer_pool_bytes);
+  const Options& o = impl_->shared->opts;
+  impl_->shared->handshake = ServerHandshake::Config{.min_version = o.min_version,
+                                                     .max_version = o.max_version,
+                                                     .secret = o.secret,
+                                                     .key_id = o.key_id,
+                                                     .cluster_uuid = o.cluster_uuid,
+                                                     .key_lookup = o.key_lookup};
 }
 
 RpcServer::~RpcServer() {
@@ -537,6 +514,40 @@ void RpcServer::Stop() {
   for (auto& t : impl_->threads)
     t.join();
   impl_->threads.clear();
+}
+
+void RpcServer::TEST_Dispatch(MsgType type,
+                              Role role,
+                              uint32_t key_id,
+                              std::string body,
+                              std::string data,
+                              std::function<void(TestReply)> on_reply) {
+  auto st = std::make_shared<CallState>();
+  st->type = type;
+  st->role = role;
+  st->key_id = key_id;
+  st->request_id = 1;
+  st->body = std::move(body);
+  st->sink = [on_reply = std::move(on_reply)](detail::OutFrame f) {
+    TestReply r;
+    r.error = (f.header[8] & kFlagError) != 0;
+    r.body = std::move(f.body);
+    for (const ConstSpan& s : f.data)
+      r.data.append(static_cast<const char*>(s.data), s.size);
+    on_reply(std::move(r));
+  };
+  if (!data.empty()) {
+    st->data = AlignedBuffer(data.size());
+    std::memcpy(st->data.data(), data.data(), data.size());
+  }
+  const detail::ServerShared& shared = *impl_->shared;
+  Status refuse = detail::Refusal(shared, static_cast<uint16_t>(type), role);
+  if (!refuse.ok()) {
+    ServerCall(std::move(st)).ReplyError(refuse);
+    return;
+  }
+  // Unlike Dispatch, an exception from the handler is not caught: a fuzzer must see it.
+  shared.handlers.at(static_cast<uint16_t>(type)).handler(ServerCall(std::move(st)));
 }
 
 size_t RpcServer::CloseConnectionsOfKey(uint32_t key_id) {

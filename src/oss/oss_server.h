@@ -93,6 +93,8 @@ class OssServer {
   // Reads answered into a client's shared memory so far.
   uint64_t shm_reads() const;
   uint64_t heartbeats() const { return heartbeats_.load(); }
+  // The RPC server, for requests made in-process (RpcServer::TEST_Dispatch; fuzzing).
+  net::RpcServer* TEST_rpc() { return rpc_.get(); }
 
  private:
   void RegisterHandlers();

@@ -27,6 +27,7 @@
 #include "net/pb_convert.h"
 #include "net/rpc.h"
 #include "net/shm.h"
+#include "oss/shm_registry.h"
 
 namespace ciuic::oss {
 namespace {
@@ -472,6 +473,30 @@ int RawShmRegister(const std::string& addr, int fd, bool good_magic) {
   }
   close(s);
   return error;
+}
+
+// A registration with flags set was accepted, so an OSS could not refuse a flag it does not know
+// (reported by fuzzing; its input: fuzz/corpus/shm_register/regress-unknown-flags).
+TEST(ShmRegistryTest, RefusesUnknownFlags) {
+  ShmRegistry registry;
+  auto admit = [&](uint32_t flags) {
+    auto region = net::ShmRegion::Create(4096);
+    EXPECT_TRUE(region.ok());
+    net::ShmRegisterMsg msg{};
+    std::memcpy(msg.magic, net::kShmMagic, sizeof(msg.magic));
+    msg.version = net::kShmVersion;
+    msg.flags = flags;
+    return registry.Admit(std::string_view(reinterpret_cast<const char*>(&msg), sizeof(msg)), 0,
+                          {dup((*region)->fd())});
+  };
+  ShmRegistry::Admission a = admit(0);
+  EXPECT_EQ(a.error, 0);
+  EXPECT_NE(registry.Find(a.token), nullptr);
+  registry.Forget(a.token);
+  EXPECT_EQ(registry.Find(a.token), nullptr);
+  EXPECT_EQ(admit(1).error, EINVAL);
+  EXPECT_EQ(admit(0x80000000u).error, EINVAL);
+  EXPECT_EQ(registry.regions(), 0u);
 }
 
 TEST_F(OssServerTest, ReadsIntoTheSharedMemoryOfAColocatedClient) {

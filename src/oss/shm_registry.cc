@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -113,18 +114,33 @@ uint64_t ShmRegistry::Register(int sock) {
       }
     }
   }
-  auto refuse = [&](int error, const char* why) -> uint64_t {
+  const std::string_view received(reinterpret_cast<const char*>(&msg),
+                                  n < 0 ? 0 : static_cast<size_t>(n));
+  const Admission a = Admit(received, mh.msg_flags, std::move(fds));
+  Answer(sock, a.error, a.token, a.size);
+  return a.error == 0 ? a.token : 0;
+}
+
+ShmRegistry::Admission ShmRegistry::Admit(std::string_view received,
+                                          int msg_flags,
+                                          std::vector<int> fds) {
+  auto refuse = [&](int error, const char* why) -> Admission {
     for (int fd : fds)
       close(fd);
     LOG_WARN("oss: refused a shared-memory region: {}", why);
-    Answer(sock, error, 0, 0);
-    return 0;
+    return Admission{.error = error};
   };
-  if (n != static_cast<ssize_t>(sizeof(msg)) ||
-      std::memcmp(msg.magic, net::kShmMagic, sizeof(msg.magic)) != 0 ||
-      msg.version != net::kShmVersion || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+  net::ShmRegisterMsg msg{};
+  if (received.size() != sizeof(msg) || (msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0)
+    return refuse(EINVAL, "malformed register message");
+  std::memcpy(&msg, received.data(), sizeof(msg));
+  if (std::memcmp(msg.magic, net::kShmMagic, sizeof(msg.magic)) != 0 ||
+      msg.version != net::kShmVersion) {
     return refuse(EINVAL, "malformed register message");
   }
+  // No flag is defined yet: one set asks for something this OSS does not do.
+  if (msg.flags != 0)
+    return refuse(EINVAL, "unknown flags in the register message");
   if (fds.size() != 1)
     return refuse(EINVAL, "register message without exactly one fd");
   const int fd = fds[0];
@@ -154,8 +170,12 @@ uint64_t ShmRegistry::Register(int sock) {
     }
     regions_.emplace(token, std::move(region));
   }
-  Answer(sock, 0, token, size);
-  return token;
+  return Admission{.error = 0, .token = token, .size = size};
+}
+
+void ShmRegistry::Forget(uint64_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  regions_.erase(token);
 }
 
 void ShmRegistry::Loop() {
@@ -163,10 +183,8 @@ void ShmRegistry::Loop() {
   std::unordered_map<int, uint64_t> socks;  // fd -> token (0: not registered yet)
   auto drop = [&](int fd) {
     auto it = socks.find(fd);
-    if (it->second != 0) {
-      std::lock_guard<std::mutex> lock(mu_);
-      regions_.erase(it->second);
-    }
+    if (it->second != 0)
+      Forget(it->second);
     close(fd);
     socks.erase(it);
   };

@@ -12,8 +12,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "common/status.h"
 
@@ -54,6 +56,22 @@ class ShmRegistry {
   Status Start(const std::string& served_addr);
   // Closes the listener and every registration; regions stay mapped while reads hold them.
   void Stop();
+
+  // The answer to one registration: error 0 with the token and the bytes mapped, or an errno.
+  struct Admission {
+    int error = 0;
+    uint64_t token = 0;
+    uint64_t size = 0;
+  };
+  // Checks one registration message as received (`received`: its bytes; `msg_flags`: recvmsg's
+  // flags; `fds`: the descriptors it carried, which this takes and closes) and maps the region
+  // under a new token: the OSS side of the exchange without its socket (Register calls it after
+  // recvmsg; the shm_register fuzz target calls it directly). Errors (docs/formats/
+  // shm-register.md): EINVAL (malformed, unknown flags, not exactly one fd, bad size), EPERM
+  // (not sealed against shrinking), E2BIG, EMFILE.
+  Admission Admit(std::string_view received, int msg_flags, std::vector<int> fds);
+  // Forgets the region of `token` (its registration socket closed); reads in flight keep it.
+  void Forget(uint64_t token);
 
   // The region registered under `token`, or nullptr.
   std::shared_ptr<MappedShm> Find(uint64_t token) const;
