@@ -280,9 +280,20 @@ void Registry::AddCallback(const std::string& name,
                            std::function<void(Emitter&)> fn) {
   CheckNames(name, labels);
   std::lock_guard<std::mutex> lock(mu_);
-  if (type == Type::kHistogram || Find(name, type) != nullptr) {
-    std::fprintf(stderr, "metrics: callback %s: a histogram or registered twice\n", name.c_str());
+  if (type == Type::kHistogram) {
+    std::fprintf(stderr, "metrics: callback %s cannot be a histogram\n", name.c_str());
     std::abort();
+  }
+  if (Entry* old = Find(name, type); old != nullptr) {
+    if (!old->fn) {
+      std::fprintf(stderr, "metrics: %s is not a callback metric\n", name.c_str());
+      std::abort();
+    }
+    // A restarted owner (an in-process server started again) replaces its callback.
+    old->help = help;
+    old->labels = std::move(labels);
+    old->fn = std::move(fn);
+    return;
   }
   Entry& e = entries_.emplace_back();
   e.name = name;

@@ -151,7 +151,8 @@ class Registry {
                                   Histogram::Shape shape,
                                   std::vector<std::string> labels = {});
   // A counter or gauge whose samples `fn` computes at scrape time (space figures, queue depths
-  // read from their owners, bounded per-job tables).
+  // read from their owners, bounded per-job tables). Registering a name again replaces the
+  // callback (a restarted server). `fn` runs under the registry's mutex: it must not call it.
   void AddCallback(const std::string& name,
                    const std::string& help,
                    Type type,
