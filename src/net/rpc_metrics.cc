@@ -79,16 +79,17 @@ void RpcMetrics::Freeze(std::function<size_t()> connections_open,
                            for (const auto& [name, j] : self->jobs_)
                              e.Add({name}, static_cast<double>(j->read_bytes.load()));
                          });
-  registry_->AddCallback("ciuic_job_write_bytes_total",
-                         "Data bytes written to this server per job (request data segments).",
-                         metrics::Type::kCounter, {"job"}, [weak](metrics::Emitter& e) {
-                           auto self = weak.lock();
-                           if (self == nullptr)
-                             return;
-                           std::lock_guard<std::mutex> lock(self->mu_);
-                           for (const auto& [name, j] : self->jobs_)
-                             e.Add({name}, static_cast<double>(j->write_bytes.load()));
-                         });
+  registry_->AddCallback(
+      "ciuic_job_write_bytes_total",
+      "Data bytes written to this server per job (data segments of requests answered OK).",
+      metrics::Type::kCounter, {"job"}, [weak](metrics::Emitter& e) {
+        auto self = weak.lock();
+        if (self == nullptr)
+          return;
+        std::lock_guard<std::mutex> lock(self->mu_);
+        for (const auto& [name, j] : self->jobs_)
+          e.Add({name}, static_cast<double>(j->write_bytes.load()));
+      });
 }
 
 JobStats* RpcMetrics::Job(std::string_view job_id) {

@@ -28,7 +28,7 @@ struct JobStats {
   const std::string job;
   std::unique_ptr<std::atomic<uint64_t>[]> ops;
   std::atomic<uint64_t> read_bytes{0};   // reply data segments (data read from the server)
-  std::atomic<uint64_t> write_bytes{0};  // request data segments (data written to it)
+  std::atomic<uint64_t> write_bytes{0};  // data segments of requests answered OK
 };
 
 struct OpMetrics {

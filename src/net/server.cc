@@ -388,7 +388,8 @@ void CallState::Account(const detail::OutFrame& f, uint64_t data_len, StatusCode
     job->ops[op->index].fetch_add(1, std::memory_order_relaxed);
     if (data_len > 0)
       job->read_bytes.fetch_add(data_len, std::memory_order_relaxed);
-    if (request_data_len > 0)
+    // Data a failed request carried was not written.
+    if (request_data_len > 0 && code == StatusCode::kOk)
       job->write_bytes.fetch_add(request_data_len, std::memory_order_relaxed);
   }
 }
