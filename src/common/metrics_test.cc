@@ -91,6 +91,16 @@ TEST(MetricsTest, CallbacksEmitAtScrapeTime) {
   EXPECT_EQ(ex->Sum("ciuic_test_used_bytes", {{"ost", "1"}}), 0.5);
 }
 
+TEST(MetricsTest, ACallbackRegisteredAgainReplacesTheFirst) {
+  Registry r;
+  r.AddCallback("ciuic_test_up", "x", Type::kGauge, {}, [](Emitter& e) { e.Add({}, 1); });
+  r.AddCallback("ciuic_test_up", "x", Type::kGauge, {}, [](Emitter& e) { e.Add({}, 2); });
+  auto ex = ParseExposition(r.Render());
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  ASSERT_EQ(ex->samples.size(), 1u);
+  EXPECT_EQ(ex->samples[0].value, 2);
+}
+
 TEST(MetricsTest, RegisteringTwiceReturnsTheSameFamily) {
   Registry r;
   auto* a = r.AddCounter("ciuic_test_total", "x", {"op"});
