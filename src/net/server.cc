@@ -212,7 +212,8 @@ asio::awaitable<bool> ServerConn::Handshake() {
   role_ = static_cast<Role>(hello.role());
   key_id_ = hello.key_id();
   handle()->set_key_id(key_id_);
-  if (shared_->metrics != nullptr)
+  // Jobs are clients' (and admin tools'); OSS-to-MDS traffic (heartbeats) belongs to none.
+  if (shared_->metrics != nullptr && role_ != Role::kOss)
     job_ = shared_->metrics->Job(hello.job_id());
   SetHandshakeDone();
   pb::Welcome welcome;
