@@ -30,6 +30,7 @@
 #include "mount_cmd.h"
 #include "mount_path.h"
 #include "pack_cmd.h"
+#include "top_cmd.h"
 
 namespace ciuic::cli {
 namespace fs = std::filesystem;
@@ -998,6 +999,25 @@ int Main(int argc, char** argv) {
   auto* list_clients_cmd = cluster->add_subcommand(
       "list-clients", "client keys and their rules\nExample: ciuic cluster list-clients");
   list_clients_cmd->callback([&] { rc = ListClients(g_cluster_file); });
+
+  TopOptions top;
+  auto* top_cmd = app.add_subcommand(
+      "top",
+      "live IO per job and per OST from the servers' metrics endpoints (the cluster directory's "
+      "run/*.metrics_port, or --url)\nExample: ciuic top ~/ciuic   or   ciuic top --once");
+  top_cmd->add_option("dir", top.dir,
+                      "cluster directory (default: that of --cluster, $CIUIC_CLUSTER, ~/ciuic)");
+  top_cmd->add_option("--url", top.urls,
+                      "a metrics endpoint, http://HOST:PORT/metrics (repeatable)");
+  top_cmd->add_option("--interval", top.interval_s, "seconds between refreshes (default 1)");
+  top_cmd->add_option("--iterations", top.iterations, "stop after N refreshes (default: never)");
+  top_cmd->add_flag("--once", top.once, "print one snapshot (rates over one interval) and exit");
+  top_cmd->callback([&] {
+    if (top.dir.empty() && !g_cluster_file.empty())
+      top.dir = std::filesystem::path(g_cluster_file).parent_path().string();
+    top.dir = DefaultClusterDir(top.dir);
+    rc = Top(top);
+  });
 
   std::vector<std::string> paths;
   bool flag_l = false, flag_p = false, flag_r = false, flag_f = false, flag_s = false,

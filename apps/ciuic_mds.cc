@@ -2,6 +2,7 @@
 //
 //   ciuic-mds --data DIR [--listen HOST:PORT] [--cluster-file FILE] [--log FILE]
 //             [--port-file FILE] [--lease-ms 30000] [--heartbeat-ms 1000]
+//             [--metrics-port -1|0|N] [--metrics-port-file FILE]
 //
 // Serves until SIGINT or SIGTERM, then stops cleanly (queued mutations are committed, the
 // store is closed). Every failure is one line on stderr and exit status 1.
@@ -69,6 +70,8 @@ int Run(int argc, char** argv) {
   std::string cluster_file;
   std::string log_file;
   std::string port_file;
+  int metrics_port = -1;
+  std::string metrics_port_file;
   uint32_t lease_ms = 30000;
   uint32_t heartbeat_ms = 1000;
   app.add_option("--data", data_dir, "directory of the metadata store (created if missing)")
@@ -80,6 +83,12 @@ int Run(int argc, char** argv) {
                  "or ~/ciuic/cluster.conf");
   app.add_option("--log", log_file, "append logs to FILE instead of stderr");
   app.add_option("--port-file", port_file, "write the bound port to FILE once serving");
+  app.add_option("--metrics-port", metrics_port,
+                 "serve Prometheus metrics at http://HOST:N/metrics (HOST of --listen; 0: any "
+                 "free port; -1: off)")
+      ->capture_default_str();
+  app.add_option("--metrics-port-file", metrics_port_file,
+                 "write the bound metrics port to FILE once serving (before --port-file)");
   app.add_option("--lease-ms", lease_ms, "client session lease")->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval asked of OSSes")
       ->capture_default_str();
@@ -133,9 +142,18 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (metrics_port < -1 || metrics_port > 65535)
+    return Fail("--metrics-port must be -1 (off), 0 (any free port) or a port");
+  o.metrics_port = metrics_port;
   ciuic::meta::MdsServer server(o);
   if (ciuic::Status st = server.Start(); !st.ok())
     return Fail(st.message());
+  if (!metrics_port_file.empty() && server.metrics_port() != 0) {
+    if (ciuic::Status st = WritePortFile(metrics_port_file, server.metrics_port()); !st.ok()) {
+      server.Stop();
+      return Fail(st.message());
+    }
+  }
   if (!port_file.empty()) {
     if (ciuic::Status st = WritePortFile(port_file, server.port()); !st.ok()) {
       server.Stop();

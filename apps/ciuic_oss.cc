@@ -2,7 +2,8 @@
 //
 //   ciuic-oss --ost 0:/data/ost0 --ost 1:/data/ost1 --cluster-file cluster.conf
 //             [--listen 127.0.0.1:0] [--io-engine auto|io_uring|posix] [--log FILE]
-//             [--port-file FILE] [--heartbeat-ms 1000]
+//             [--port-file FILE] [--heartbeat-ms 1000] [--metrics-port -1|0|N]
+//             [--metrics-port-file FILE]
 //
 // Runs until SIGINT or SIGTERM, then stops cleanly (syncs, writes each OST's clean-shutdown
 // marker). Every failure is one line on stderr and exit status 1.
@@ -69,6 +70,8 @@ int Run(int argc, char** argv) {
   std::string io_engine = "auto";
   std::string log_file;
   std::string port_file;
+  int metrics_port = -1;
+  std::string metrics_port_file;
   uint32_t heartbeat_ms = 1000;
   size_t max_open_objects = ciuic::oss::OssServer::Options{}.max_open_objects_per_ost;
   uint32_t writeback_idle_ms = ciuic::oss::OssServer::Options{}.writeback_idle_ms;
@@ -82,6 +85,12 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log", log_file, "append logs to FILE instead of stderr");
   app.add_option("--port-file", port_file, "write the bound port to FILE once serving");
+  app.add_option("--metrics-port", metrics_port,
+                 "serve Prometheus metrics at http://HOST:N/metrics (HOST of --listen; 0: any "
+                 "free port; -1: off)")
+      ->capture_default_str();
+  app.add_option("--metrics-port-file", metrics_port_file,
+                 "write the bound metrics port to FILE once serving (before --port-file)");
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval to the MDS")
       ->capture_default_str();
   app.add_option("--max-open-objects", max_open_objects,
@@ -159,10 +168,18 @@ int Run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (metrics_port < -1 || metrics_port > 65535)
+    return Fail("--metrics-port must be -1 (off), 0 (any free port) or a port");
+  o.metrics_port = metrics_port;
   ciuic::oss::OssServer server(o);
   ciuic::Status st = server.Start();
   if (!st.ok())
     return Fail(st.message());
+  if (!metrics_port_file.empty() && server.metrics_port() != 0) {
+    st = WritePortFile(metrics_port_file, server.metrics_port());
+    if (!st.ok())
+      return Fail(st.message());
+  }
   if (!port_file.empty()) {
     st = WritePortFile(port_file, server.port());
     if (!st.ok())

@@ -246,6 +246,27 @@ std::vector<std::pair<std::string, fs::path>> PidFiles(const fs::path& dir, cons
 
 }  // namespace
 
+std::string MetricsEndpoint::Url() const {
+  return fmt::format("http://{}:{}/metrics", host, port);
+}
+
+std::vector<MetricsEndpoint> MetricsEndpoints(const std::string& dir_in) {
+  fs::path dir = fs::absolute(dir_in);
+  std::vector<MetricsEndpoint> out;
+  auto shape = LoadShape(dir);
+  if (!shape.ok())
+    return out;
+  for (const auto& [name, pidfile] : PidFiles(dir, *shape)) {
+    if (!IsOurProcess(ReadPid(pidfile)))
+      continue;
+    std::ifstream in(dir / "run" / (name + ".metrics_port"));
+    unsigned port = 0;
+    if (in >> port && port > 0 && port < 65536)
+      out.push_back({name, "127.0.0.1", static_cast<uint16_t>(port)});
+  }
+  return out;
+}
+
 std::string DefaultClusterDir(const std::string& dir) {
   if (!dir.empty())
     return dir;
@@ -336,6 +357,7 @@ int ClusterUp(const ClusterUpOptions& o) {
   if (!running.count("mds")) {
     fs::path mds_port_file = dir / "run" / "mds.port";
     fs::remove(mds_port_file, ec);
+    fs::remove(dir / "run" / "mds.metrics_port", ec);
     fs::create_directories(dir / "mds", ec);
     fs::permissions(dir / "mds", fs::perms::owner_all, ec);
     std::vector<std::string> mds_argv = {FindBinary("ciuic-mds"),
@@ -348,7 +370,11 @@ int ClusterUp(const ClusterUpOptions& o) {
                                          "--log",
                                          (dir / "logs" / "mds.log").string(),
                                          "--port-file",
-                                         mds_port_file.string()};
+                                         mds_port_file.string(),
+                                         "--metrics-port",
+                                         "0",
+                                         "--metrics-port-file",
+                                         (dir / "run" / "mds.metrics_port").string()};
     auto mds_pid = Spawn(mds_argv, dir / "logs" / "mds.out");
     if (!mds_pid.ok()) {
       Fail(mds_pid.status().message());
@@ -379,12 +405,15 @@ int ClusterUp(const ClusterUpOptions& o) {
       argv.push_back(fmt::format("{}:{}", index, ost.string()));
     }
     fs::path port_file = dir / "run" / fmt::format("oss{}.port", i);
+    fs::path metrics_port_file = dir / "run" / fmt::format("oss{}.metrics_port", i);
     fs::remove(port_file, ec);
+    fs::remove(metrics_port_file, ec);
     for (const std::string& a :
          {std::string("--listen"), std::string("127.0.0.1:0"), std::string("--cluster-file"),
           conf.string(), std::string("--io-engine"), shape.io_engine, std::string("--log"),
           (dir / "logs" / fmt::format("oss{}.log", i)).string(), std::string("--port-file"),
-          port_file.string()}) {
+          port_file.string(), std::string("--metrics-port"), std::string("0"),
+          std::string("--metrics-port-file"), metrics_port_file.string()}) {
       argv.push_back(a);
     }
     auto pid = Spawn(argv, dir / "logs" / fmt::format("oss{}.out", i));
@@ -502,6 +531,11 @@ int ClusterStatus(const std::string& dir_in) {
   }
   fmt::print("cluster {} ({} of {} processes running)\n{}", dir.string(), running,
              shape->num_oss + 1, procs);
+  if (auto eps = MetricsEndpoints(dir.string()); !eps.empty()) {
+    fmt::print("metrics (Prometheus; `ciuic top` shows them live):\n");
+    for (const auto& e : eps)
+      fmt::print("  {:<6} {}\n", e.name, e.Url());
+  }
   ClientOptions copts;
   copts.cluster_file = (dir / "cluster.conf").string();
   copts.ost_retry_ms = 2000;

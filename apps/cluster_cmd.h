@@ -2,7 +2,9 @@
 // with its data, logs and cluster file under one directory (docs/formats/cluster-dir.md).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ciuic::cli {
 
@@ -19,6 +21,16 @@ struct ClusterUpOptions {
 int ClusterUp(const ClusterUpOptions& options);
 int ClusterDown(const std::string& dir, int timeout_s);
 int ClusterStatus(const std::string& dir);
+
+// A server's metrics endpoint, as recorded in DIR/run/<name>.metrics_port.
+struct MetricsEndpoint {
+  std::string name;  // mds, oss0, oss1, ...
+  std::string host;
+  uint16_t port = 0;
+  std::string Url() const;
+};
+// The metrics endpoints of the cluster in `dir` whose servers are running.
+std::vector<MetricsEndpoint> MetricsEndpoints(const std::string& dir);
 
 // The cluster directory: `dir` if given, else the directory of $CIUIC_CLUSTER, else ~/ciuic.
 std::string DefaultClusterDir(const std::string& dir);

@@ -456,6 +456,51 @@ def _stop_pool(pool, pending, wait_s=10.0):
     pool.join()
 
 
+class _StallTimer:
+    """Wraps the loader's batch generator and accounts the time the caller spends blocked in
+    next() (and in iter(), from `start`) as IO stall, into the epoch record `rec`."""
+
+    __slots__ = ("_it", "_rec", "_start", "_done")
+
+    def __init__(self, it, rec, start):
+        self._it = it
+        self._rec = rec
+        self._start = start
+        self._done = False
+        now = time.perf_counter()
+        rec["io_stall_s"] += now - start
+        self._update(now)
+
+    def _update(self, now):
+        rec = self._rec
+        rec["epoch_s"] = now - self._start
+        rec["stall_fraction"] = rec["io_stall_s"] / rec["epoch_s"] if rec["epoch_s"] > 0 else 0.0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        t0 = time.perf_counter()
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            if not self._done:
+                self._done = True
+                now = time.perf_counter()
+                self._rec["io_stall_s"] += now - t0
+                self._rec["complete"] = True
+                self._update(now)
+            raise
+        now = time.perf_counter()
+        self._rec["io_stall_s"] += now - t0
+        self._rec["batches"] += 1
+        self._update(now)
+        return batch
+
+    def close(self):
+        self._it.close()
+
+
 class CiuicDataLoader:
     """A drop-in for torch.utils.data.DataLoader over a DirectoryDataset or ShardDataset.
 
@@ -465,6 +510,11 @@ class CiuicDataLoader:
     the prefetch engine), prefetch (batches kept read ahead at least: raises the budget),
     context (from ciuic.init_context(); its prefetch acts as prefetch), rank/world_size (default: torch.distributed if initialized, else 0/1),
     io_depth (reads in flight, default 256), prefetch_factor (batches queued per worker).
+
+    IO stall: stats() reports, for the current or last epoch, how long the training loop waited
+    on the loader (time blocked in iter() and next() until a batch was handed over: reading,
+    and the transforms when they run in this process) against the epoch's wall time, as
+    io_stall_s, epoch_s and stall_fraction; epoch_stats() lists every epoch so far.
 
     Resume: state_dict() gives {"epoch", "cursor", "seed", ...}; cursor is the number of samples
     of this epoch's global order the whole job has consumed (all ranks advance in lockstep, as
@@ -524,6 +574,7 @@ class CiuicDataLoader:
         self._buffers_budget = None
         self.last_stats = None
         self.last_budget = None
+        self._epoch_stats = []  # one dict per iteration (epoch), see stats()
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
@@ -560,7 +611,34 @@ class CiuicDataLoader:
         self.locality_window = state.get("locality_window", self.locality_window)
         self._resume = cursor
 
+    def stats(self):
+        """Figures of the current (or last) epoch, as a dict:
+        epoch, batches, io_stall_s (seconds the training loop was blocked waiting for the
+        loader), epoch_s (wall seconds from iter() to the end, or to the last batch so far),
+        stall_fraction (io_stall_s / epoch_s), complete (the epoch ran to its end), and engine
+        (the prefetch engine's counters of the last finished iteration). Empty figures before
+        the first iteration."""
+        cur = dict(self._epoch_stats[-1]) if self._epoch_stats else {
+            "epoch": self.epoch, "batches": 0, "io_stall_s": 0.0, "epoch_s": 0.0,
+            "stall_fraction": 0.0, "complete": False}
+        cur["engine"] = self.last_stats
+        return cur
+
+    def epoch_stats(self):
+        """The stats() figures of every iteration so far, oldest first (without engine)."""
+        return [dict(e) for e in self._epoch_stats]
+
     def __iter__(self):
+        start = time.perf_counter()
+        rec = {"epoch": self.epoch, "batches": 0, "io_stall_s": 0.0, "epoch_s": 0.0,
+               "stall_fraction": 0.0, "complete": False}
+        self._epoch_stats.append(rec)
+        # Bounded: a long run keeps the last 1000 epochs.
+        del self._epoch_stats[:-1000]
+        it = self._start_iter()
+        return _StallTimer(it, rec, start)
+
+    def _start_iter(self):
         self._close()
         self._cursor = self._resume if self._resume is not None else 0
         self._resume = None

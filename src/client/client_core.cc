@@ -115,6 +115,7 @@ Status ClientCore::Init() {
   chan_opts_.secret = cluster_.SecretBytes();
   chan_opts_.key_id = cluster_.key_id;
   chan_opts_.role = net::Role::kClient;
+  chan_opts_.job_id = net::JobIdFromEnv();
   chan_opts_.connect_timeout_ms = std::min(5000, std::max(500, options_.ost_retry_ms));
   loop_ = std::make_unique<net::EventLoop>(options_.io_threads);
   timers_ = std::make_unique<TimerQueue>();

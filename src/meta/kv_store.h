@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -113,6 +114,11 @@ class KvStore {
 
   // Returns an iterator over keys of `cf` below `upper_bound` (empty: no bound). Call Seek first.
   virtual std::unique_ptr<KvIterator> NewIterator(Cf cf, std::string upper_bound) = 0;
+
+  // Returns cheap numeric figures of the store for metrics, as (name, value): for RocksDB its
+  // integer properties (estimated keys, memtable and block cache bytes, compactions running).
+  // Safe from any thread. The default: none.
+  virtual std::vector<std::pair<std::string, uint64_t>> Properties() { return {}; }
 };
 
 }  // namespace ciuic::meta

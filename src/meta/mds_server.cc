@@ -13,12 +13,14 @@
 
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "meta/mem_kv_store.h"
 #include "meta/meta_service.h"
 #include "meta/perm.h"
 #include "meta/rocks_kv_store.h"
 #include "net/capability.h"
 #include "net/frame.h"
+#include "net/http_server.h"
 #include "net/msg_types.h"
 #include "net/rpc.h"
 
@@ -174,7 +176,10 @@ net::Handler WriteHandler(const Tenancy* tn, void (MetaService::*fn)(Req, Done<R
 
 }  // namespace
 
-MdsServer::MdsServer(Options options) : options_(std::move(options)) {}
+MdsServer::MdsServer(Options options)
+    : options_(std::move(options)), metrics_(std::make_unique<metrics::Registry>()) {
+  RegisterMetrics();
+}
 
 MdsServer::~MdsServer() {
   Stop();
@@ -230,6 +235,7 @@ Status MdsServer::Start() {
           fmt::format("client key {} may only act as a client", key_id));
     return net::DeriveClientKey(secret, key_id);
   };
+  so.metrics = metrics_.get();
   rpc_ = std::make_unique<net::RpcServer>(so);
   RegisterHandlers();
   Status st = rpc_->Start();
@@ -238,6 +244,26 @@ Status MdsServer::Start() {
     meta_->Stop();
     meta_.reset();
     return st.WithContext(fmt::format("cannot listen on {}:{}", options_.host, options_.port));
+  }
+  {
+    std::lock_guard stats_lock(stats_mu_);
+    stats_meta_ = meta_.get();
+  }
+  if (options_.metrics_port >= 0) {
+    http_ = std::make_unique<net::HttpServer>(
+        net::HttpServer::Options{.host = options_.host,
+                                 .port = static_cast<uint16_t>(options_.metrics_port),
+                                 .name = "mds-metrics"});
+    http_->Handle("/metrics", net::kPrometheusContentType,
+                  [r = metrics_.get()] { return r->Render(); });
+    if (Status hs = http_->Start(); !hs.ok()) {
+      http_.reset();
+      rpc_->Stop();
+      rpc_.reset();
+      meta_->Stop();
+      meta_.reset();
+      return hs.WithContext("cannot serve metrics");
+    }
   }
   started_ = true;
   LOG_INFO("mds: serving on {}:{} ({})", options_.host, rpc_->port(),
@@ -249,10 +275,51 @@ uint16_t MdsServer::port() const {
   return rpc_ ? rpc_->port() : 0;
 }
 
+uint16_t MdsServer::metrics_port() const {
+  return http_ ? http_->port() : 0;
+}
+
+void MdsServer::RegisterMetrics() {
+  // Read at scrape time from the MetaService (a few mutex-guarded sizes and RocksDB's
+  // in-memory properties), so the request path pays nothing for them.
+  auto stat = [this](auto field) {
+    return [this, field](metrics::Emitter& e) {
+      std::lock_guard lock(stats_mu_);
+      if (stats_meta_ != nullptr)
+        e.Add({}, static_cast<double>(field(stats_meta_->GetStats())));
+    };
+  };
+  using Stats = MetaService::Stats;
+  metrics_->AddCallback("ciuic_mds_sessions", "Client sessions open.", metrics::Type::kGauge, {},
+                        stat([](const Stats& s) { return s.sessions; }));
+  metrics_->AddCallback("ciuic_mds_open_files", "Files open by live sessions (tracked opens).",
+                        metrics::Type::kGauge, {},
+                        stat([](const Stats& s) { return s.open_files; }));
+  metrics_->AddCallback("ciuic_mds_locks", "Advisory locks held.", metrics::Type::kGauge, {},
+                        stat([](const Stats& s) { return s.locks; }));
+  metrics_->AddCallback("ciuic_mds_writer_queue_depth",
+                        "Mutations queued for the MDS writer thread.", metrics::Type::kGauge, {},
+                        stat([](const Stats& s) { return s.queued_mutations; }));
+  metrics_->AddCallback("ciuic_mds_store", "Figures of the metadata store (RocksDB properties).",
+                        metrics::Type::kGauge, {"property"}, [this](metrics::Emitter& e) {
+                          std::lock_guard lock(stats_mu_);
+                          if (stats_meta_ == nullptr)
+                            return;
+                          for (const auto& [name, v] : stats_meta_->GetStats().store)
+                            e.Add({name}, static_cast<double>(v));
+                        });
+}
+
 void MdsServer::Stop() {
   std::lock_guard lock(mu_);
   // Network first (no new requests), then the writer drains what is queued (its replies go
   // nowhere), then the store closes.
+  if (http_)
+    http_->Stop();
+  {
+    std::lock_guard stats_lock(stats_mu_);
+    stats_meta_ = nullptr;
+  }
   if (rpc_)
     rpc_->Stop();
   if (meta_)

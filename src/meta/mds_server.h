@@ -28,7 +28,12 @@ class Env;
 
 namespace ciuic::net {
 class RpcServer;
+class HttpServer;
 }  // namespace ciuic::net
+
+namespace ciuic::metrics {
+class Registry;
+}  // namespace ciuic::metrics
 
 namespace ciuic::meta {
 
@@ -55,6 +60,9 @@ class MdsServer {
     // Lifetime of the capabilities issued to client keys (clients refresh them when an OSS
     // refuses an expired one); bounds how long a revoked key's data access outlives it.
     uint32_t cap_ttl_ms = 600000;
+    // Serve Prometheus metrics over HTTP (GET /metrics) on this port of `host`: -1 off, 0 any
+    // free port (docs/design.md, "Observability").
+    int metrics_port = -1;
   };
   explicit MdsServer(Options options);
   ~MdsServer();  // Stop()
@@ -71,6 +79,11 @@ class MdsServer {
   // MdsServer may then Start on the same data_dir.
   void Stop();
 
+  // The bound metrics port (after Start; 0 when metrics are off).
+  uint16_t metrics_port() const;
+  // The server's metrics (RPC, sessions, store); rendered by GET /metrics.
+  metrics::Registry* metrics() { return metrics_.get(); }
+
   // The service behind the server (tests).
   MetaService* TEST_meta() { return meta_.get(); }
   // The RPC server, for requests made in-process (RpcServer::TEST_Dispatch; fuzzing).
@@ -78,6 +91,7 @@ class MdsServer {
 
  private:
   void RegisterHandlers();
+  void RegisterMetrics();
 
   Options options_;
   std::mutex mu_;
@@ -85,6 +99,11 @@ class MdsServer {
   std::unique_ptr<MetaService> meta_;
   std::unique_ptr<net::RpcServer> rpc_;
   std::unique_ptr<Tenancy> tenancy_;
+  std::unique_ptr<metrics::Registry> metrics_;
+  std::unique_ptr<net::HttpServer> http_;
+  // The service the metrics callbacks read; cleared by Stop before meta_ goes.
+  std::mutex stats_mu_;
+  MetaService* stats_meta_ = nullptr;  // guarded by stats_mu_
 };
 
 }  // namespace ciuic::meta

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/metrics.h"
 #include "meta/meta_test_util.h"
+#include "net/http_server.h"
 #include "net/msg_types.h"
 #include "net/rpc.h"
 
@@ -27,6 +29,7 @@ class MdsServerTest : public ::testing::Test {
     o.data_dir = dir_.path() + "/mds";
     o.secret = kSecret;
     o.cluster_uuid = "uuid-1";
+    o.metrics_port = metrics_port_;
     server_ = std::make_unique<MdsServer>(o);
     ASSERT_OK(server_->Start());
     ASSERT_NE(server_->port(), 0);
@@ -39,6 +42,15 @@ class MdsServerTest : public ::testing::Test {
     return net::RpcChannel::Connect(&loop_, HostPort{"127.0.0.1", server_->port()}, co);
   }
 
+  metrics::Exposition Scrape() {
+    auto r = net::HttpGet({"127.0.0.1", server_->metrics_port()}, "/metrics");
+    EXPECT_TRUE(r.ok() && r->status == 200) << r.status().ToString();
+    auto ex = metrics::ParseExposition(r.ok() ? r->body : "");
+    EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+    return ex.ok() ? *ex : metrics::Exposition();
+  }
+
+  int metrics_port_ = -1;
   TempDir dir_;
   net::EventLoop loop_{1};
   std::unique_ptr<MdsServer> server_;
@@ -98,6 +110,49 @@ TEST_F(MdsServerTest, NamespaceOperationsOverTcp) {
   pb::GetOstMapResp map;
   ASSERT_OK((*ch)->CallMsg(MsgType::kGetOstMap, pb::GetOstMapReq(), &map));
   EXPECT_EQ(map.osts_size(), 0);
+}
+
+TEST_F(MdsServerTest, MetricsShowSessionsOpenFilesStoreAndJobs) {
+  metrics_port_ = 0;
+  ASSERT_NO_FATAL_FAILURE(StartServer(/*in_memory=*/false));
+  ASSERT_NE(server_->metrics_port(), 0);
+  net::ChannelOptions co;
+  co.secret = kSecret;
+  co.job_id = "train-42";
+  auto ch = net::RpcChannel::Connect(&loop_, HostPort{"127.0.0.1", server_->port()}, co);
+  ASSERT_OK(ch);
+  pb::OpenSessionReq os;
+  os.set_client_name("t");
+  pb::OpenSessionResp session;
+  ASSERT_OK((*ch)->CallMsg(MsgType::kOpenSession, os, &session));
+  for (const char* name : {"a", "b"}) {
+    pb::CreateReq cr;
+    cr.mutable_ctx()->set_session_id(session.session_id());
+    *cr.mutable_parent() = session.root();
+    cr.set_name(name);
+    cr.set_mode(0644);
+    cr.set_open(true);
+    cr.set_open_flags(O_RDWR);
+    pb::CreateResp created;
+    ASSERT_OK((*ch)->CallMsg(MsgType::kCreate, cr, &created));
+  }
+  auto ex = Scrape();
+  EXPECT_EQ(ex.Sum("ciuic_mds_sessions"), 1);
+  EXPECT_EQ(ex.Sum("ciuic_mds_open_files"), 2);
+  EXPECT_EQ(ex.Sum("ciuic_mds_writer_queue_depth"), 0);
+  EXPECT_GT(ex.Sum("ciuic_mds_store", {{"property", "estimate_num_keys"}}), 0);
+  EXPECT_EQ(ex.Sum("ciuic_rpc_requests_total", {{"op", "Create"}}), 2);
+  EXPECT_EQ(ex.Sum("ciuic_job_ops_total", {{"job", "train-42"}, {"op", "Create"}}), 2);
+  EXPECT_EQ(ex.Sum("ciuic_rpc_latency_seconds_count", {{"op", "Create"}}), 2);
+  EXPECT_EQ(ex.Sum("ciuic_rpc_connections_open"), 1);
+
+  pb::CloseSessionReq cs;
+  cs.mutable_ctx()->set_session_id(session.session_id());
+  pb::CloseSessionResp closed;
+  ASSERT_OK((*ch)->CallMsg(MsgType::kCloseSession, cs, &closed));
+  ex = Scrape();
+  EXPECT_EQ(ex.Sum("ciuic_mds_sessions"), 0);
+  EXPECT_EQ(ex.Sum("ciuic_mds_open_files"), 0);
 }
 
 TEST_F(MdsServerTest, WrongSecretIsRefused) {

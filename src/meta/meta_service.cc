@@ -199,6 +199,12 @@ Status MetaService::Load() {
   CIUIC_RETURN_IF_ERROR(LoadClientKeys());
 
   KvReader r(kv_.get());
+  int64_t opens = 0;
+  CIUIC_RETURN_IF_ERROR(r.Scan(Cf::kSessions, "O", "P", [&](std::string_view, std::string_view) {
+    ++opens;
+    return true;
+  }));
+  open_files_.store(opens);
   pb::InodeRecord root;
   Status st = GetInode(r, kRootFid, &root);
   if (st.code() == StatusCode::kNotFound) {
@@ -478,6 +484,22 @@ size_t MetaService::TEST_OrphanCount() {
          })
       .IgnoreError();  // a count for tests
   return n;
+}
+
+MetaService::Stats MetaService::GetStats() {
+  Stats s;
+  {
+    std::lock_guard lock(sess_mu_);
+    s.sessions = sessions_.size();
+    s.locks = locks_.size();
+  }
+  {
+    std::lock_guard lock(q_mu_);
+    s.queued_mutations = queue_.size();
+  }
+  s.open_files = open_files_.load(std::memory_order_relaxed);
+  s.store = kv_->Properties();
+  return s;
 }
 
 size_t MetaService::TEST_SessionCount() {

@@ -162,6 +162,16 @@ class MetaService {
   KvStore* TEST_kv() {
     return kv_.get();
   }
+  // Cheap figures for the metrics endpoint (docs/design.md, "Observability"). Any thread.
+  struct Stats {
+    size_t sessions = 0;
+    size_t locks = 0;
+    size_t queued_mutations = 0;  // the writer's queue
+    int64_t open_files = 0;       // tracked opens (OpenRecords) of live sessions
+    std::vector<std::pair<std::string, uint64_t>> store;  // KvStore::Properties()
+  };
+  Stats GetStats();
+
   size_t TEST_OrphanCount();
   size_t TEST_SessionCount();
   size_t TEST_LockCount();
@@ -328,6 +338,8 @@ class MetaService {
   bool group_running_ = false;  // a group commit is running (writer or inline); guarded by q_mu_
   std::thread writer_;
   std::once_flag stop_once_;
+  // OpenRecords stored: counted at Load, then changed by the commits that add or end opens.
+  std::atomic<int64_t> open_files_{0};
 };
 
 }  // namespace ciuic::meta

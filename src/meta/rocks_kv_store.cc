@@ -259,4 +259,27 @@ Status RocksKvStore::TEST_Flush() {
   return Status::OK();
 }
 
+std::vector<std::pair<std::string, uint64_t>> RocksKvStore::Properties() {
+  // Aggregated over every column family; each is an in-memory read (no IO).
+  static constexpr std::pair<const char*, const char*> kProps[] = {
+      {"estimate_num_keys", "rocksdb.estimate-num-keys"},
+      {"memtable_bytes", "rocksdb.cur-size-all-mem-tables"},
+      {"live_sst_bytes", "rocksdb.live-sst-files-size"},
+      {"pending_compaction_bytes", "rocksdb.estimate-pending-compaction-bytes"},
+      {"running_compactions", "rocksdb.num-running-compactions"},
+      {"running_flushes", "rocksdb.num-running-flushes"},
+  };
+  std::vector<std::pair<std::string, uint64_t>> out;
+  if (db_ == nullptr)
+    return out;
+  for (const auto& [name, prop] : kProps) {
+    uint64_t v = 0;
+    if (db_->GetAggregatedIntProperty(prop, &v))
+      out.emplace_back(name, v);
+  }
+  if (cache_ != nullptr)
+    out.emplace_back("block_cache_bytes", cache_->GetUsage());
+  return out;
+}
+
 }  // namespace ciuic::meta

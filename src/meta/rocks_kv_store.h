@@ -55,6 +55,7 @@ class RocksKvStore : public KvStore {
   Status Write(const WriteBatch& batch, bool sync) override;
   Status SyncWal() override;
   std::unique_ptr<KvIterator> NewIterator(Cf cf, std::string upper_bound) override;
+  std::vector<std::pair<std::string, uint64_t>> Properties() override;
 
   // Flushes memtables to SST files (tests: exercise reads from files).
   Status TEST_Flush();

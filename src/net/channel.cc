@@ -1,5 +1,6 @@
 // EventLoop and RpcChannel: client connections, the client side of the handshake, pipelined
 // calls matched to replies by request id, per-call timeouts.
+#include <cstdlib>
 #include <future>
 #include <optional>
 #include <thread>
@@ -164,6 +165,8 @@ asio::awaitable<Result<std::string>> ClientConn::Handshake(HostPort addr, Channe
   hello.set_role(static_cast<uint32_t>(o.role));
   hello.set_key_id(o.key_id);
   hello.set_nonce(RandomBytes(kNonceSize));
+  if (!o.job_id.empty())
+    hello.set_job_id(o.job_id);
   std::string hello_bytes = hello.SerializeAsString();
   Enqueue(MakeFrame(MsgType::kHello, 0, 0, hello_bytes));
 
@@ -454,6 +457,15 @@ RpcChannel::RpcChannel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 RpcChannel::~RpcChannel() {
   Close();
+}
+
+std::string JobIdFromEnv() {
+  for (const char* var : {"CIUIC_JOBID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0')
+      return v;
+  }
+  return "";
 }
 
 Result<std::shared_ptr<RpcChannel>> RpcChannel::Connect(EventLoop* loop,

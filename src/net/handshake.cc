@@ -124,6 +124,7 @@ Result<std::string> ServerHandshake::OnHello(std::string_view hello_body,
   version_ = version;
   role_ = static_cast<Role>(hello.role());
   key_id_ = hello.key_id();
+  job_id_ = hello.job_id();
   key_ = std::move(key);
   transcript_ = HandshakeTranscript(hello_body, version, server_nonce, hello.role(), key_id_);
   pb::Challenge challenge;

@@ -75,6 +75,8 @@ class ServerHandshake {
   Role role() const { return role_; }
   uint32_t key_id() const { return key_id_; }
   const std::string& session_key() const { return session_key_; }
+  // The job id the client named in its Hello (empty: none; docs/formats/wire.md).
+  const std::string& job_id() const { return job_id_; }
   // The MAC the client must prove (tests and fuzzing; empty before OnHello succeeded).
   std::string TEST_ExpectedClientMac() const;
 
@@ -88,6 +90,7 @@ class ServerHandshake {
   std::string key_;
   std::string transcript_;
   std::string session_key_;
+  std::string job_id_;
 };
 
 }  // namespace ciuic::net

@@ -28,6 +28,10 @@ class Message;
 class MessageLite;
 }  // namespace google::protobuf
 
+namespace ciuic::metrics {
+class Registry;
+}  // namespace ciuic::metrics
+
 namespace ciuic::net {
 
 struct FrameLimits {
@@ -80,6 +84,9 @@ class ServerCall {
              std::shared_ptr<void> keepalive = nullptr);
   void ReplyError(const Status& status);
   bool replied() const;
+  // Counts `bytes` of data delivered outside the reply's data segment (into a client's shared
+  // memory) as read by the peer's job. Call before replying.
+  void AddJobReadBytes(uint64_t bytes);
 
  private:
   std::shared_ptr<CallState> state_;
@@ -118,6 +125,12 @@ class RpcServer {
     // reason) that the handshake answers. Unset: only `key_id` with `secret`, any role. Called
     // on a network thread; must not block.
     std::function<Result<std::string>(uint32_t key_id, Role role)> key_lookup;
+    // Where to export the server's metrics (not owned; it must outlive the server's Start):
+    // requests, errors, bytes and latency per message type, connections, requests in flight,
+    // and operations and data bytes per job (docs/design.md, "Observability"). Null: none.
+    metrics::Registry* metrics = nullptr;
+    // Jobs with their own series; the job ids of later connections count as "other".
+    size_t max_jobs = 64;
   };
 
   explicit RpcServer(Options options);
@@ -202,7 +215,14 @@ struct ChannelOptions {
   // Protocol versions this client offers.
   uint32_t min_version = kMinProtocolVersion;
   uint32_t max_version = kProtocolVersion;
+  // Sent in the Hello (field 6) so that servers account this connection's requests to the job
+  // (docs/formats/wire.md); empty: none. Clients fill it from JobIdFromEnv().
+  std::string job_id;
 };
+
+// Returns the job id of this process for per-job statistics: $CIUIC_JOBID, else $SLURM_JOB_ID,
+// else $TORCHELASTIC_RUN_ID, else "".
+std::string JobIdFromEnv();
 
 // One authenticated TCP connection to a server. Thread-safe: calls may be issued from any thread
 // and are pipelined (many in flight). When the connection breaks, every pending call fails with

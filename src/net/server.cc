@@ -15,6 +15,7 @@
 #include "net/conn.h"
 #include "net/handshake.h"
 #include "net/rpc.h"
+#include "net/rpc_metrics.h"
 
 namespace ciuic::net {
 // One received request, shared by the ServerCall handed to the handler and nothing else.
@@ -30,6 +31,12 @@ struct CallState {
   std::atomic<bool> replied{false};
   // Set instead of `conn` for a request made by RpcServer::TEST_Dispatch: takes the reply.
   std::function<void(detail::OutFrame)> sink;
+  // Metrics (metrics null: the server exports none).
+  std::shared_ptr<detail::RpcMetrics> metrics;
+  detail::OpMetrics* op = nullptr;
+  detail::JobStats* job = nullptr;
+  std::chrono::steady_clock::time_point received;
+  uint64_t request_data_len = 0;
 
   ~CallState() {
     if (pool != nullptr && data.capacity() > 0)
@@ -42,6 +49,8 @@ struct CallState {
     static const std::string kInProcess = "in-process";
     return conn != nullptr ? conn->peer() : kInProcess;
   }
+  // Counts the reply `f` (with `data_len` bytes of data) in the metrics, if any.
+  void Account(const detail::OutFrame& f, uint64_t data_len, StatusCode code);
 };
 
 namespace detail {
@@ -50,6 +59,7 @@ namespace {
 struct HandlerEntry {
   Handler handler;
   std::vector<Role> roles;
+  OpMetrics* metrics = nullptr;  // set at Start when the server exports metrics
 };
 
 }  // namespace
@@ -64,6 +74,7 @@ struct ServerShared {
   std::atomic<bool> stopping{false};
   std::shared_ptr<BufferPool> pool;
   ServerHandshake::Config handshake;  // from opts
+  std::shared_ptr<RpcMetrics> metrics;  // null: no metrics
 };
 
 // Why a request of `type` from `role` is refused (no handler, or not for that role); OK when a
@@ -131,6 +142,7 @@ class ServerConn : public Connection {
   std::shared_ptr<ServerShared> shared_;
   Role role_ = Role::kClient;
   uint32_t key_id_ = 0;
+  JobStats* job_ = nullptr;  // the peer's job (metrics only)
   std::string session_key_;  // for a future per-frame MAC
   size_t inflight_ = 0;
   bool paused_ = false;
@@ -179,6 +191,9 @@ asio::awaitable<bool> ServerConn::Handshake() {
   role_ = hs.role();
   key_id_ = hs.key_id();
   handle()->set_key_id(key_id_);
+  // Jobs are clients' (and admin tools'); OSS-to-MDS traffic (heartbeats) belongs to none.
+  if (shared_->metrics != nullptr && role_ != Role::kOss)
+    job_ = shared_->metrics->Job(hs.job_id());
   SetHandshakeDone();
   Enqueue(MakeFrame(MsgType::kWelcome, kFlagResponse, p.h.request_id, std::move(*welcome)));
   LOG_DEBUG("[{}] {} authenticated as role {}, protocol {}", params_.name, peer(),
@@ -199,6 +214,8 @@ asio::awaitable<bool> ServerConn::Dispatch(InFrame f) {
   }
   Status refuse = Refusal(*shared_, type, role_);
   if (!refuse.ok()) {
+    if (shared_->metrics != nullptr)
+      shared_->metrics->CountError(MsgTypeName(type), refuse.code());
     if (!co_await SkipData(f.h.data_len))
       co_return false;
     EndFrame();
@@ -220,6 +237,16 @@ asio::awaitable<bool> ServerConn::Dispatch(InFrame f) {
   }
   EndFrame();
   ++inflight_;
+  if (OpMetrics* m = it->second.metrics; m != nullptr) {
+    st->metrics = shared_->metrics;
+    st->op = m;
+    st->job = job_;
+    st->received = std::chrono::steady_clock::now();
+    st->request_data_len = f.h.data_len;
+    m->requests->Inc();
+    m->request_bytes->Inc(kFrameHeaderSize + st->body.size() + f.h.data_len);
+    st->metrics->inflight()->Add(1);
+  }
   try {
     it->second.handler(ServerCall(std::move(st)));
   } catch (const std::exception& e) {
@@ -319,6 +346,27 @@ void CallState::Send(detail::OutFrame f) {
   });
 }
 
+void CallState::Account(const detail::OutFrame& f, uint64_t data_len, StatusCode code) {
+  if (op == nullptr)
+    return;
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                                  received)
+                .count();
+  op->latency->Observe(static_cast<uint64_t>(std::max<int64_t>(0, us)));
+  op->reply_bytes->Inc(kFrameHeaderSize + f.body.size() + data_len);
+  metrics->inflight()->Add(-1);
+  if (code != StatusCode::kOk)
+    metrics->CountError(op->op, code);
+  if (job != nullptr) {
+    job->ops[op->index].fetch_add(1, std::memory_order_relaxed);
+    if (data_len > 0)
+      job->read_bytes.fetch_add(data_len, std::memory_order_relaxed);
+    // Data a failed request carried was not written.
+    if (request_data_len > 0 && code == StatusCode::kOk)
+      job->write_bytes.fetch_add(request_data_len, std::memory_order_relaxed);
+  }
+}
+
 ServerCall::ServerCall(std::shared_ptr<CallState> state) : state_(std::move(state)) {}
 ServerCall::ServerCall(ServerCall&& o) noexcept = default;
 
@@ -362,6 +410,11 @@ AlignedBuffer& ServerCall::data() {
 Status ServerCall::ParseBody(google::protobuf::MessageLite* m) const {
   return Parse(body(), m, "request body");
 }
+void ServerCall::AddJobReadBytes(uint64_t bytes) {
+  if (state_ != nullptr && state_->job != nullptr)
+    state_->job->read_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 bool ServerCall::replied() const {
   return state_ && state_->replied.load();
 }
@@ -380,12 +433,17 @@ void ServerCall::Reply(const google::protobuf::MessageLite& body,
   for (const auto& s : data)
     data_len += s.size;
   if (data_len > UINT32_MAX) {
-    state_->Send(detail::MakeErrorFrame(static_cast<uint16_t>(state_->type), state_->request_id,
-                                        Status::Internal("reply data segment over 4 GiB")));
+    detail::OutFrame e =
+        detail::MakeErrorFrame(static_cast<uint16_t>(state_->type), state_->request_id,
+                               Status::Internal("reply data segment over 4 GiB"));
+    state_->Account(e, 0, StatusCode::kInternal);
+    state_->Send(std::move(e));
     return;
   }
-  state_->Send(detail::MakeFrame(state_->type, kFlagResponse, state_->request_id, Serialize(body),
-                                 std::move(data), std::move(keepalive)));
+  detail::OutFrame f = detail::MakeFrame(state_->type, kFlagResponse, state_->request_id,
+                                         Serialize(body), std::move(data), std::move(keepalive));
+  state_->Account(f, data_len, StatusCode::kOk);
+  state_->Send(std::move(f));
 }
 
 void ServerCall::ReplyError(const Status& status) {
@@ -397,7 +455,10 @@ void ServerCall::ReplyError(const Status& status) {
     return;
   }
   Status s = status.ok() ? Status::Internal("error reply with an OK status") : status;
-  state_->Send(detail::MakeErrorFrame(static_cast<uint16_t>(state_->type), state_->request_id, s));
+  detail::OutFrame f =
+      detail::MakeErrorFrame(static_cast<uint16_t>(state_->type), state_->request_id, s);
+  state_->Account(f, 0, s.code());
+  state_->Send(std::move(f));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -465,6 +526,22 @@ Status RpcServer::Start() {
   }
   impl_->port = acc.local_endpoint(ec).port();
   impl_->started = true;
+  if (o.metrics != nullptr) {
+    auto m = std::make_shared<detail::RpcMetrics>(o.metrics, o.max_jobs);
+    for (auto& [type, entry] : impl_->shared->handlers)
+      entry.metrics = m->AddOp(type);
+    std::weak_ptr<detail::ServerShared> weak = impl_->shared;
+    m->Freeze(
+        [weak] {
+          auto s = weak.lock();
+          return s ? s->registry->size() : 0;
+        },
+        [weak]() -> uint64_t {
+          auto s = weak.lock();
+          return s ? s->rejected.load() : 0;
+        });
+    impl_->shared->metrics = std::move(m);
+  }
   impl_->work.emplace(impl_->ctx.get_executor());
   asio::co_spawn(*impl_->accept_strand, detail::AcceptLoop(impl_->shared, &acc, &impl_->ctx),
                  [](std::exception_ptr e) {

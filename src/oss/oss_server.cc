@@ -7,7 +7,9 @@
 
 #include "ciuic.pb.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "net/capability.h"
+#include "net/http_server.h"
 #include "net/pb_convert.h"
 #include "net/rpc.h"
 #include "oss/ost_format.h"
@@ -35,8 +37,10 @@ struct BudgetHold {
 
 OssServer::OssServer(Options options)
     : options_(std::move(options)),
-      epoch_(options_.durability_epoch != 0 ? options_.durability_epoch
-                                            : MachineDurabilityEpoch()) {}
+      epoch_(options_.durability_epoch != 0 ? options_.durability_epoch : MachineDurabilityEpoch()),
+      metrics_(std::make_unique<metrics::Registry>()) {
+  RegisterMetrics();
+}
 
 OssServer::~OssServer() {
   Stop();
@@ -83,6 +87,7 @@ Status OssServer::Start() {
   ro.cluster_uuid = options_.cluster_uuid;
   ro.io_threads = 1;
   ro.name = "oss";
+  ro.metrics = metrics_.get();
   // Client keys are derived from the admin key, so any client key the MDS made is checked
   // here without a table; what it may touch is decided by the capabilities it brings.
   cap_key_ = net::DeriveCapabilityKey(options_.secret);
@@ -101,6 +106,7 @@ Status OssServer::Start() {
   rpc_ = std::make_unique<net::RpcServer>(std::move(ro));
   RegisterHandlers();
   CIUIC_RETURN_IF_ERROR(rpc_->Start());
+  CIUIC_RETURN_IF_ERROR(StartMetricsHttp());
   if (options_.shm_reads) {
     // Co-located clients read through shared memory; without the endpoint they use TCP.
     shm_ = std::make_unique<ShmRegistry>();
@@ -138,6 +144,8 @@ void OssServer::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  if (http_ != nullptr)
+    http_->Stop();
   if (heartbeat_.joinable())
     heartbeat_.join();
   if (writeback_.joinable())
@@ -232,6 +240,11 @@ Status Busy() {
   return Status::Unavailable("OSS is busy (in-flight IO budget spent); retry");
 }
 
+// File bytes a read of [offset, offset + length) returned (none past the object's end).
+uint64_t BytesRead(const ReadResult& r, uint64_t offset, uint64_t length) {
+  return r.object_length > offset ? std::min(length, r.object_length - offset) : 0;
+}
+
 }  // namespace
 
 void OssServer::HandleWrite(net::ServerCall call) {
@@ -252,9 +265,12 @@ void OssServer::HandleWrite(net::ServerCall call) {
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   // The request's aligned receive buffer is written in place (no copy); it stays with the call
   // so the network layer recycles it once the call is answered.
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kWrite);
   store->WriteAsync(id, req.offset(), &c->data(),
-                    [this, c, store, id, bytes, sync = req.sync()](Result<uint64_t> r) {
+                    [this, c, store, id, bytes, m, sync = req.sync()](Result<uint64_t> r) {
                       ReleaseBudget(bytes);
+                      OpEnd(m, OstOp::kWrite, r.ok(), 0, bytes);
                       if (!r.ok())
                         return c->ReplyError(r.status());
                       uint64_t length = *r;
@@ -297,8 +313,12 @@ void OssServer::HandleRead(net::ServerCall call) {
   if (!AcquireBudget(bytes))
     return call.ReplyError(Busy());
   auto c = std::make_shared<net::ServerCall>(std::move(call));
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kRead);
   store->ReadAsync(
-      net::FromPb(req.obj()), req.offset(), req.length(), [this, c, bytes](Result<ReadResult> r) {
+      net::FromPb(req.obj()), req.offset(), req.length(),
+      [this, c, bytes, m, offset = req.offset(), length = req.length()](Result<ReadResult> r) {
+        OpEnd(m, OstOp::kRead, r.ok(), r.ok() ? BytesRead(*r, offset, length) : 0);
         if (!r.ok()) {
           ReleaseBudget(bytes);
           return c->ReplyError(r.status());
@@ -339,11 +359,17 @@ void OssServer::ReadIntoShm(net::ServerCall call,
   if (!AcquireBudget(bytes))
     return call.ReplyError(Busy());
   auto c = std::make_shared<net::ServerCall>(std::move(call));
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kRead);
   store->ReadIntoAsync(net::FromPb(req.obj()), req.offset(), req.length(), dest,
-                       [this, c, bytes, region = std::move(region)](Result<ReadResult> r) {
+                       [this, c, bytes, m, offset = req.offset(), length = req.length(),
+                        region = std::move(region)](Result<ReadResult> r) {
                          ReleaseBudget(bytes);
+                         OpEnd(m, OstOp::kRead, r.ok(), r.ok() ? BytesRead(*r, offset, length) : 0);
                          if (!r.ok())
                            return c->ReplyError(r.status());
+                         // The data bypassed the reply's data segment: count it for the job.
+                         c->AddJobReadBytes(BytesRead(*r, offset, length));
                          shm_->reads.fetch_add(1, std::memory_order_relaxed);
                          pb::ReadResp resp;
                          resp.set_aligned_offset(r->aligned_offset);
@@ -389,7 +415,10 @@ void OssServer::HandleSync(net::ServerCall call) {
         req.ost(), req.objs_size())));
   }
   auto c = std::make_shared<net::ServerCall>(std::move(call));
-  store->SyncAsync(std::move(ids), [c](Status s) {
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kSync);
+  store->SyncAsync(std::move(ids), [this, c, m](Status s) {
+    OpEnd(m, OstOp::kSync, s.ok());
     if (!s.ok())
       return c->ReplyError(s);
     c->Reply(pb::SyncResp());
@@ -408,7 +437,10 @@ void OssServer::HandlePunch(net::ServerCall call) {
   if (!st.ok())
     return call.ReplyError(st);
   auto c = std::make_shared<net::ServerCall>(std::move(call));
-  store->PunchAsync(net::FromPb(req.obj()), req.length(), [c](Status s) {
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kPunch);
+  store->PunchAsync(net::FromPb(req.obj()), req.length(), [this, c, m](Status s) {
+    OpEnd(m, OstOp::kPunch, s.ok());
     if (!s.ok())
       return c->ReplyError(s);
     c->Reply(pb::PunchResp());
@@ -427,7 +459,10 @@ void OssServer::HandleDestroy(net::ServerCall call) {
   if (!st.ok())
     return call.ReplyError(st);
   auto c = std::make_shared<net::ServerCall>(std::move(call));
-  store->DestroyAsync(net::FromPb(req.obj()), [c](Status s) {
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kDestroy);
+  store->DestroyAsync(net::FromPb(req.obj()), [this, c, m](Status s) {
+    OpEnd(m, OstOp::kDestroy, s.ok());
     if (!s.ok())
       return c->ReplyError(s);
     c->Reply(pb::DestroyResp());
@@ -446,7 +481,10 @@ void OssServer::HandleObjStat(net::ServerCall call) {
   if (!st.ok())
     return call.ReplyError(st);
   auto c = std::make_shared<net::ServerCall>(std::move(call));
-  store->StatAsync(net::FromPb(req.obj()), [c](Result<ObjStat> r) {
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kObjStat);
+  store->StatAsync(net::FromPb(req.obj()), [this, c, m](Result<ObjStat> r) {
+    OpEnd(m, OstOp::kObjStat, r.ok());
     if (!r.ok())
       return c->ReplyError(r.status());
     pb::ObjStatResp resp;
@@ -479,16 +517,21 @@ void OssServer::HandleStatfs(net::ServerCall call) {
     return call.ReplyError(NoSuchOst(req.ost()));
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   // statvfs can block on a busy file system: not on the network thread.
-  bool queued = pool_->TrySubmit([this, c, store] {
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kStatfs);
+  bool queued = pool_->TrySubmit([this, c, store, m] {
     Result<io::FsStat> fs = store->Statfs();
+    OpEnd(m, OstOp::kStatfs, fs.ok());
     if (!fs.ok())
       return c->ReplyError(fs.status());
     pb::OstStatfsResp resp;
     FillOstInfo(store->index(), ServedAddr(), *fs, resp.mutable_info());
     c->Reply(resp);
   });
-  if (!queued)
+  if (!queued) {
+    OpEnd(m, OstOp::kStatfs, false);
     c->ReplyError(Busy());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

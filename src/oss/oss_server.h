@@ -36,7 +36,13 @@ namespace ciuic::net {
 class RpcServer;
 class ServerCall;
 class EventLoop;
+class HttpServer;
 }  // namespace ciuic::net
+
+namespace ciuic::metrics {
+class Counter;
+class Registry;
+}  // namespace ciuic::metrics
 
 namespace ciuic::oss {
 
@@ -71,6 +77,9 @@ class OssServer {
     // (WriteResp.epoch, SyncReq.epoch); 0: the machine's (MachineDurabilityEpoch). Tests that
     // simulate power loss give each power cycle its own.
     uint64_t durability_epoch = 0;
+    // Serve Prometheus metrics over HTTP (GET /metrics) on this port of `host`: -1 off, 0 any
+    // free port (docs/design.md, "Observability").
+    int metrics_port = -1;
   };
 
   explicit OssServer(Options options);
@@ -95,8 +104,30 @@ class OssServer {
   uint64_t heartbeats() const { return heartbeats_.load(); }
   // The RPC server, for requests made in-process (RpcServer::TEST_Dispatch; fuzzing).
   net::RpcServer* TEST_rpc() { return rpc_.get(); }
+  // The bound metrics port (after Start; 0 when metrics are off).
+  uint16_t metrics_port() const;
+  // The server's metrics (RPC, per OST); rendered by GET /metrics.
+  metrics::Registry* metrics() { return metrics_.get(); }
 
  private:
+  // Operations counted per OST (oss_metrics.cc).
+  enum class OstOp { kRead, kWrite, kSync, kPunch, kDestroy, kObjStat, kStatfs };
+  static constexpr int kNumOstOps = 7;
+  struct OstCounters {
+    metrics::Counter* ops[kNumOstOps] = {};
+    metrics::Counter* errors[kNumOstOps] = {};
+    metrics::Counter* read_bytes = nullptr;
+    metrics::Counter* write_bytes = nullptr;
+  };
+  // Creates the metric families and each OST's counters (before the RPC server starts).
+  void RegisterMetrics();
+  // Starts the HTTP endpoint when options_.metrics_port >= 0.
+  Status StartMetricsHttp();
+  // Counts an OST operation submitted to its store, then its outcome and data bytes.
+  OstCounters* CountersOf(uint32_t ost) const;
+  void OpBegin(OstCounters* c, OstOp op);
+  void OpEnd(OstCounters* c, OstOp op, bool ok, uint64_t read_bytes = 0, uint64_t write_bytes = 0);
+
   void RegisterHandlers();
   OstStore* FindOst(uint32_t index) const;
   // Checks that the caller may touch objects of `obj`'s file with `rights` (net/capability.h):
@@ -135,6 +166,11 @@ class OssServer {
   std::unique_ptr<net::EventLoop> loop_;
   std::thread heartbeat_;
   std::thread writeback_;
+
+  std::unique_ptr<metrics::Registry> metrics_;
+  std::map<uint32_t, OstCounters> ost_counters_;  // fixed after Start
+  std::atomic<int64_t> io_queue_{0};              // OST operations submitted, not completed
+  std::unique_ptr<net::HttpServer> http_;
 
   std::atomic<uint64_t> inflight_bytes_{0};
   std::atomic<bool> registered_{false};

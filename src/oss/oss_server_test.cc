@@ -24,6 +24,8 @@
 
 #include "ciuic.pb.h"
 #include "common/crc32c.h"
+#include "common/metrics.h"
+#include "net/http_server.h"
 #include "net/pb_convert.h"
 #include "net/rpc.h"
 #include "net/shm.h"
@@ -309,6 +311,39 @@ TEST_F(OssServerTest, WriteReadStatSyncOverTheWire) {
   ASSERT_TRUE(Call(net::MsgType::kOstStatfs, freq, &fresp).ok());
   EXPECT_EQ(fresp.info().index(), 0u);
   EXPECT_GT(fresp.info().capacity(), 0u);
+}
+
+TEST_F(OssServerTest, MetricsCountPerOstOpsBytesAndSpaceOverHttp) {
+  OssServer::Options o = ServerOptions();
+  o.metrics_port = 0;
+  StartServer(std::move(o));
+  ASSERT_NE(server_->metrics_port(), 0);
+  ASSERT_TRUE(Write(5, Obj(1), 0, Bytes(10000, 1)).ok());
+  ASSERT_TRUE(Write(5, Obj(2), 0, Bytes(5000, 2)).ok());
+  ASSERT_TRUE(Read(5, Obj(1), 100, 8000).ok());
+  ASSERT_TRUE(Read(5, Obj(1), 9000, 4096).ok());         // 1000 bytes before the end
+  EXPECT_FALSE(Write(7, Obj(1), 0, Bytes(10, 3)).ok());  // no such OST
+  auto r = net::HttpGet({"127.0.0.1", server_->metrics_port()}, "/metrics");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->status, 200);
+  auto ex = metrics::ParseExposition(r->body);
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  EXPECT_EQ(ex->Sum("ciuic_ost_write_bytes_total", {{"ost", "5"}}), 15000);
+  EXPECT_EQ(ex->Sum("ciuic_ost_read_bytes_total", {{"ost", "5"}}), 9000);
+  EXPECT_EQ(ex->Sum("ciuic_ost_ops_total", {{"ost", "5"}, {"op", "write"}}), 2);
+  EXPECT_EQ(ex->Sum("ciuic_ost_ops_total", {{"ost", "5"}, {"op", "read"}}), 2);
+  EXPECT_EQ(ex->Sum("ciuic_ost_ops_total", {{"ost", "0"}}), 0);
+  EXPECT_EQ(ex->Sum("ciuic_ost_errors_total"), 0);
+  EXPECT_EQ(ex->Sum("ciuic_rpc_errors_total", {{"op", "Write"}, {"code", "NotFound"}}), 1);
+  EXPECT_EQ(ex->Sum("ciuic_rpc_requests_total", {{"op", "Write"}}), 3);
+  EXPECT_GT(ex->Sum("ciuic_ost_capacity_bytes", {{"ost", "0"}}), 0);
+  EXPECT_GT(ex->Sum("ciuic_ost_capacity_bytes", {{"ost", "5"}}), 0);
+  EXPECT_EQ(ex->Sum("ciuic_oss_io_queue_depth"), 0);
+  EXPECT_EQ(ex->Sum("ciuic_oss_inflight_bytes"), 0);
+  // The test channel sent no job id.
+  EXPECT_EQ(ex->Sum("ciuic_job_write_bytes_total", {{"job", ""}}), 15000);
+  // Whole 4 KiB blocks go out (the client checks their CRCs): at least the bytes asked.
+  EXPECT_GE(ex->Sum("ciuic_job_read_bytes_total", {{"job", ""}}), 9000);
 }
 
 TEST_F(OssServerTest, PunchDestroyAndUnknownOst) {

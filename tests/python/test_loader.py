@@ -410,3 +410,45 @@ def test_same_samples_with_and_without_shared_memory_and_buffers_kept_across_epo
         assert all(seen[i] == sample_bytes(i) for i in range(N))
         pools.append(dl._buffers)
     assert pools[0] is not None and pools[0] is pools[1]
+
+
+def _slow_decode(data):
+    time.sleep(0.01)
+    return data
+
+
+def test_io_stall_is_measured_per_epoch(shard_dataset):
+    # Epoch 0: the loader is fast and the training loop slow, so it rarely waits.
+    dl = CiuicDataLoader(shard_dataset, batch_size=10, shuffle=True)
+    assert dl.stats()["batches"] == 0 and dl.stats()["io_stall_s"] == 0.0
+    dl.set_epoch(0)
+    for _ in dl:
+        time.sleep(0.03)
+    s0 = dl.stats()
+    assert s0["epoch"] == 0 and s0["complete"] and s0["batches"] == len(dl)
+    assert s0["epoch_s"] >= 0.03 * len(dl)
+    assert 0 < s0["io_stall_s"] < s0["epoch_s"]
+    assert s0["stall_fraction"] < 0.5
+    assert s0["engine"] is not None
+    # Epoch 1: the transform (run in this process without workers) makes every batch wait
+    # ~0.1 s, and the loop does nothing: nearly all of the epoch is stall.
+    dl.transform = _slow_decode
+    dl.set_epoch(1)
+    batches = 0
+    for _ in dl:
+        batches += 1
+    s1 = dl.stats()
+    assert s1["epoch"] == 1 and s1["complete"] and s1["batches"] == batches == len(dl)
+    assert s1["io_stall_s"] >= 0.01 * N * 0.9
+    assert s1["stall_fraction"] > 0.8
+    assert s1["stall_fraction"] <= 1.0
+    # An epoch abandoned mid-way is recorded as incomplete; the history keeps every epoch.
+    dl.set_epoch(2)
+    it = iter(dl)
+    next(it)
+    s2 = dl.stats()
+    assert s2["epoch"] == 2 and not s2["complete"] and s2["batches"] == 1
+    del it
+    hist = dl.epoch_stats()
+    assert [e["epoch"] for e in hist] == [0, 1, 2]
+    assert hist[0]["io_stall_s"] == s0["io_stall_s"]

@@ -87,6 +87,7 @@ Result<uint64_t> MetaService::AddOpen(Txn& t,
   *o.mutable_fid() = rec->attr().fid();
   o.set_flags(flags);
   t.Put(Cf::kSessions, OpenKey(session_id, open_id), o.SerializeAsString());
+  t.OnCommit([this] { open_files_.fetch_add(1, std::memory_order_relaxed); });
   rec->set_open_count(rec->open_count() + 1);
   return open_id;
 }
@@ -109,6 +110,7 @@ Status MetaService::EndOpen(
       target = ToFid(o.fid());
       found = true;
       t.Delete(Cf::kSessions, OpenKey(session_id, open_id));
+      t.OnCommit([this] { open_files_.fetch_sub(1, std::memory_order_relaxed); });
     } else if (st.code() != StatusCode::kNotFound) {
       return st;
     }
