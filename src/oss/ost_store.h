@@ -156,6 +156,11 @@ class OstStore {
   uint64_t TEST_Evictions() const { return evictions_.load(); }
   uint64_t TEST_DirtyEvictions() const { return dirty_evictions_.load(); }
   uint64_t background_syncs() const { return background_syncs_.load(); }
+  // Runs `fn` in every eviction that syncs unsynced objects, just before that sync (a test holds
+  // an eviction there). Set it before the store is used concurrently.
+  void TEST_SetBeforeEvictionSync(std::function<void()> fn) {
+    test_before_eviction_sync_ = std::move(fn);
+  }
 
  private:
   struct Object;
@@ -181,8 +186,10 @@ class OstStore {
   void CacheInsertLocked(const ObjectRef& obj, bool recent);
   // When more than `trigger` objects are cached, closes least recently used idle ones until at
   // most `keep` stay, syncing at most `max_dirty` unsynced ones first (an object whose sync
-  // fails stays cached). Caller holds load_mu_, so no load reopens an object while it is being
-  // synced and closed.
+  // fails stays cached). The unsynced ones wait in evicting_ during their sync, which holds
+  // no store lock (only OpenObjectFile's out-of-descriptors path calls this under load_mu_):
+  // a lookup of one of them in the meantime takes it back into
+  // the cache (the same open object, so nothing is reopened from a half-synced state).
   void EvictObjects(size_t trigger, size_t keep, size_t max_dirty);
   // engine_->Open for object files; caller holds load_mu_. Out of descriptors (EMFILE/ENFILE,
   // kUnavailable from the engine): evicts half the cache and tries once more; if that fails
@@ -236,7 +243,11 @@ class OstStore {
   std::mutex cache_mu_;
   std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> cache_;  // guarded by cache_mu_
   std::list<Object*> lru_;  // cache_'s objects, most recently used first; guarded by cache_mu_
-  // Serializes object loads (open/create/tombstone checks) and evictions of unsynced objects.
+  // Unsynced objects an eviction took out of the cache and is syncing before it closes them;
+  // guarded by cache_mu_. CachedObject() finds them here too.
+  std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> evicting_;
+  // Serializes object loads (open/create/tombstone checks) with destroys. Never held across
+  // an eviction's sync.
   std::mutex load_mu_;
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> dirty_evictions_{0};
@@ -249,6 +260,7 @@ class OstStore {
   std::atomic<bool> closing_{false};
   bool closed_ = false;  // guarded by ops_mu_
   std::atomic<bool> skip_clean_shutdown_{false};
+  std::function<void()> test_before_eviction_sync_;
 };
 
 }  // namespace ciuic::oss

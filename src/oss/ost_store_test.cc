@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <thread>
@@ -492,6 +493,76 @@ TEST_F(OstStoreMemTest, UnsyncedObjectsAreSyncedAndClosedBeyondTheCap) {
   }
   EXPECT_LE(peak, opened + 2 * kCap + 2);
   EXPECT_LE((*again)->TEST_CachedObjects(), kCap);
+}
+
+// An eviction that must sync an unsynced object syncs it outside the OST's load lock: while it
+// is held in that sync, another object still loads, and the object being evicted can be opened
+// again and read; its data stays durable.
+TEST_F(OstStoreMemTest, EvictionSyncsOutsideTheLoadLock) {
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.max_cached_objects = 1;
+  auto opened = OstStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<OstStore> s = std::move(*opened);
+  ASSERT_TRUE(s->Write(Obj(1), 0, Pattern(5000, 1)).ok());  // unsynced, cached
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false;
+  bool release = false;
+  s->TEST_SetBeforeEvictionSync([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (held)
+      return;  // only the first eviction is held
+    held = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  auto let_go = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+  };
+  // Loading object 2 evicts object 1, which needs a sync first: held there.
+  auto evictor =
+      std::async(std::launch::async, [&] { return s->Write(Obj(2), 0, Pattern(100, 2)); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return held; })) {
+      lock.unlock();
+      let_go();
+      FAIL() << "no eviction sync happened";
+    }
+  }
+  auto other = std::async(std::launch::async, [&] { return s->Write(Obj(3), 0, Pattern(100, 3)); });
+  auto reopen = std::async(std::launch::async, [&] { return s->Read(Obj(1), 0, 5000); });
+  const bool other_done = other.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  const bool reopen_done = reopen.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  let_go();
+  EXPECT_TRUE(other_done) << "loading another object waited for an eviction's sync";
+  EXPECT_TRUE(reopen_done) << "opening the object being evicted waited for its sync";
+  ASSERT_TRUE(evictor.get().ok());
+  ASSERT_TRUE(other.get().ok());
+  Result<ReadResult> r = reopen.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->exists);
+  EXPECT_EQ(r->object_length, 5000u);
+  EXPECT_TRUE(VerifyReadResult(*r, 0, Obj(1)).ok());
+  EXPECT_EQ(std::vector<uint8_t>(r->data->data(), r->data->data() + 5000), Pattern(5000, 1));
+  // Written again after being reopened, then a client sync: all of it survives a power cut.
+  ASSERT_TRUE(s->Write(Obj(1), 5000, Pattern(100, 4)).ok());
+  ASSERT_TRUE(s->Sync({Obj(1), Obj(2), Obj(3)}).ok());
+  s->TEST_SkipCleanShutdown();
+  s.reset();
+  engine_.SimulatePowerLoss();
+  auto again = OstStore::Open(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ReadVerified(**again, Obj(1), 0, 5000), Pattern(5000, 1));
+  EXPECT_EQ(ReadVerified(**again, Obj(1), 5000, 100), Pattern(100, 4));
+  EXPECT_EQ(ReadVerified(**again, Obj(2), 0, 100), Pattern(100, 2));
+  EXPECT_EQ(ReadVerified(**again, Obj(3), 0, 100), Pattern(100, 3));
 }
 
 TEST_F(OstStoreMemTest, DestroyedPunchedAndFailedObjectsCloseTheirHandles) {
