@@ -55,6 +55,12 @@ class MdsServer {
     // Lifetime of the capabilities issued to client keys (clients refresh them when an OSS
     // refuses an expired one); bounds how long a revoked key's data access outlives it.
     uint32_t cap_ttl_ms = 600000;
+    // Caps on per-client state (MetaOptions has the meaning of each; kNoSpace when hit).
+    uint32_t max_sessions_per_key = 16384;
+    uint32_t max_opens_per_session = 65536;
+    uint32_t max_locks_per_file = 4096;
+    uint32_t max_locks_per_session = 65536;
+    uint32_t session_end_batch = 1024;
   };
   explicit MdsServer(Options options);
   ~MdsServer();  // Stop()
