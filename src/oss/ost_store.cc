@@ -195,6 +195,7 @@ Status OstStore::OpenImpl() {
   }
   CIUIC_RETURN_IF_ERROR(ctx(Recover(dirty)));
   CIUIC_RETURN_IF_ERROR(ctx(dirty_log_->Reset()));
+  CIUIC_RETURN_IF_ERROR(ctx(LoadTombstones()));
   return Status::OK();
 }
 

@@ -268,11 +268,15 @@ Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir) {
   {
     // Under load_mu_ no load can recreate the object between the tombstone and the removal.
     std::lock_guard<std::mutex> load_lock(load_mu_);
-    Result<io::FileHandle> tomb =
-        OpenObjectFile(data_path + std::string(kTombstoneSuffix), O_RDWR | O_CREAT);
+    const std::string tomb_path = data_path + std::string(kTombstoneSuffix);
+    // A repeated destroy finds its tombstone: queued for collection once, not per destroy.
+    const bool had_tombstone = engine_->StatPath(tomb_path).ok();
+    Result<io::FileHandle> tomb = OpenObjectFile(tomb_path, O_RDWR | O_CREAT);
     if (!tomb.ok())
       return OstError(tomb.status(), &id, "destroy");
     engine_->Close(*tomb).IgnoreError();  // empty file; its name is what counts
+    if (!had_tombstone)
+      NoteTombstone(id.FileName() + std::string(kTombstoneSuffix));
     std::lock_guard<std::mutex> lock(cache_mu_);
     auto it = cache_.find(id);
     if (it != cache_.end()) {
