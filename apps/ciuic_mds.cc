@@ -3,6 +3,9 @@
 //   ciuic-mds --data DIR [--listen HOST:PORT] [--cluster-file FILE] [--log FILE]
 //             [--port-file FILE] [--lease-ms 30000] [--heartbeat-ms 1000]
 //             [--metrics-port -1|0|N] [--metrics-port-file FILE]
+//             [--max-sessions-per-key 16384] [--max-opens-per-session 65536]
+//             [--max-locks-per-file 4096] [--max-locks-per-session 65536]
+//             [--session-end-batch 1024]
 //
 // Serves until SIGINT or SIGTERM, then stops cleanly (queued mutations are committed, the
 // store is closed). Every failure is one line on stderr and exit status 1.
@@ -92,6 +95,22 @@ int Run(int argc, char** argv) {
   app.add_option("--lease-ms", lease_ms, "client session lease")->capture_default_str();
   app.add_option("--heartbeat-ms", heartbeat_ms, "heartbeat interval asked of OSSes")
       ->capture_default_str();
+  ciuic::meta::MdsServer::Options o;
+  app.add_option("--max-sessions-per-key", o.max_sessions_per_key,
+                 "sessions open at once per client key (the admin key too)")
+      ->capture_default_str();
+  app.add_option("--max-opens-per-session", o.max_opens_per_session,
+                 "files one client session may hold open")
+      ->capture_default_str();
+  app.add_option("--max-locks-per-file", o.max_locks_per_file,
+                 "lock ranges held on one file, all clients together")
+      ->capture_default_str();
+  app.add_option("--max-locks-per-session", o.max_locks_per_session,
+                 "lock ranges one client session may hold")
+      ->capture_default_str();
+  app.add_option("--session-end-batch", o.session_end_batch,
+                 "opens released per commit when a session ends")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -104,8 +123,11 @@ int Run(int argc, char** argv) {
     return Fail("--lease-ms must be at least 100");
   if (heartbeat_ms == 0)
     return Fail("--heartbeat-ms must be positive");
+  if (o.max_sessions_per_key == 0 || o.max_opens_per_session == 0 || o.max_locks_per_file == 0 ||
+      o.max_locks_per_session == 0 || o.session_end_batch == 0) {
+    return Fail("--max-* caps and --session-end-batch must be positive");
+  }
 
-  ciuic::meta::MdsServer::Options o;
   o.data_dir = data_dir;
   o.lease_ms = lease_ms;
   o.heartbeat_ms = heartbeat_ms;

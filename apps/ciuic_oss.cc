@@ -75,6 +75,7 @@ int Run(int argc, char** argv) {
   uint32_t heartbeat_ms = 1000;
   size_t max_open_objects = ciuic::oss::OssServer::Options{}.max_open_objects_per_ost;
   uint32_t writeback_idle_ms = ciuic::oss::OssServer::Options{}.writeback_idle_ms;
+  uint32_t tombstone_grace_ms = ciuic::oss::OssServer::Options{}.tombstone_grace_ms;
   app.add_option("--ost", ost_specs, "an OST to serve, INDEX:DIR (repeatable)")->required();
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0: any free port)")
       ->capture_default_str();
@@ -100,6 +101,10 @@ int Run(int argc, char** argv) {
   app.add_option("--writeback-idle-ms", writeback_idle_ms,
                  "sync objects in the background once not written for this long (0: only on "
                  "fsync or eviction)")
+      ->capture_default_str();
+  app.add_option("--tombstone-grace-ms", tombstone_grace_ms,
+                 "delete tombstones of destroyed objects this long after the destroy (longer "
+                 "than client lease + client OST retry window + request time)")
       ->capture_default_str();
   bool no_shm_reads = false;
   app.add_flag("--no-shm-reads", no_shm_reads,
@@ -139,6 +144,7 @@ int Run(int argc, char** argv) {
     return Fail("--max-open-objects must be positive");
   o.max_open_objects_per_ost = max_open_objects;
   o.writeback_idle_ms = writeback_idle_ms;
+  o.tombstone_grace_ms = tombstone_grace_ms;
   o.shm_reads = !no_shm_reads;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())

@@ -4,7 +4,7 @@
 # in the release tree (each starts and stops its own local cluster or MiniCluster, and unmounts
 # what it mounted; under ASan the binaries they start are the ASan ones). Python tests use
 # Debian's /usr/bin/python3 (its extension module is not built with the sanitizers).
-# Then every libFuzzer target runs for 30 s (scripts/fuzz.sh; --no-fuzz skips it); the fuzz
+# Then every libFuzzer target runs for 20 s (scripts/fuzz.sh; --no-fuzz skips it); the fuzz
 # corpus is also replayed by ctest in both trees (label fuzz).
 # Usage: scripts/test.sh [--no-asan] [--no-fuzz]
 set -euo pipefail
@@ -52,8 +52,8 @@ fi
 
 if [ "$fuzz" = 1 ]; then
   echo "== libFuzzer targets, 30 s each (clang-14 build of the libraries they need)"
-  if scripts/fuzz.sh 30 2>&1 | tee build/fuzz-ci.log; then
-    summary+=("fuzz: every target ran 30 s without a crash")
+  if scripts/fuzz.sh 20 2>&1 | tee build/fuzz-ci.log; then
+    summary+=("fuzz: every target ran 20 s without a crash")
   else
     status=1
     summary+=("fuzz: FAILED (build/fuzz-ci.log)")

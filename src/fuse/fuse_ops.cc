@@ -35,6 +35,10 @@ int Errno(const Status& st) {
 }
 
 void ReplyErr(fuse_req_t req, const Status& st) {
+  // The kernel passes on only ENOSPC: say which server cap was hit ("too many open files in
+  // this session (cap 65536)") where the operator can see it.
+  if (st.code() == StatusCode::kNoSpace && st.message().find("(cap ") != std::string::npos)
+    LOG_WARN("fuse: {}", st.ToString());
   fuse_reply_err(req, Errno(st));
 }
 

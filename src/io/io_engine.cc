@@ -1,7 +1,10 @@
 #include "io/io_engine.h"
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "common/logging.h"
 #include "io/posix_io_engine.h"
@@ -13,19 +16,34 @@ std::vector<Result<size_t>> IoEngine::SubmitAndWait(const std::vector<IoOp>& ops
   std::vector<Result<size_t>> results(ops.size());
   if (ops.empty())
     return results;
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t remaining = ops.size();
-  for (size_t i = 0; i < ops.size(); ++i) {
-    SubmitAsync(ops[i], [&, i](Result<size_t> r) {
-      std::lock_guard<std::mutex> lock(mu);
-      results[i] = std::move(r);
-      if (--remaining == 0)
-        cv.notify_all();
-    });
+  std::vector<size_t> todo(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i)
+    todo[i] = i;
+  // A full engine queue answers kUnavailable instead of waiting; this caller may wait, so it
+  // submits those ops again after a short pause, as a client would.
+  for (int attempt = 0; !todo.empty(); ++attempt) {
+    if (attempt > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(100 << std::min(attempt, 7)));
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t remaining = todo.size();
+    for (size_t i : todo) {
+      SubmitAsync(ops[i], [&, i](Result<size_t> r) {
+        std::lock_guard<std::mutex> lock(mu);
+        results[i] = std::move(r);
+        if (--remaining == 0)
+          cv.notify_all();
+      });
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return remaining == 0; });
+    std::vector<size_t> again;
+    for (size_t i : todo) {
+      if (!results[i].ok() && results[i].status().code() == StatusCode::kUnavailable)
+        again.push_back(i);
+    }
+    todo.swap(again);
   }
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return remaining == 0; });
   return results;
 }
 

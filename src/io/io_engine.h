@@ -61,8 +61,9 @@ class IoEngine {
   virtual Result<FileHandle> Open(const std::string& path, int flags, mode_t mode = 0600) = 0;
   virtual Status Close(FileHandle fh) = 0;
 
-  // Submits one op; `cb` runs once when it completes. Never blocks for the IO itself (it may
-  // block briefly when the submission queue is full).
+  // Submits one op; `cb` runs once when it completes. Never waits for the IO or for room: when
+  // the engine's bounded queue is full, `cb` gets kUnavailable (retry later; the OSS hands it
+  // to its client, which retries with backoff).
   virtual void SubmitAsync(const IoOp& op, IoCallback cb) = 0;
   // Runs one op on the calling thread and returns its result like SubmitAsync would. For small
   // buffered IO on metadata files where a hop to an engine thread costs more than the syscall,
@@ -70,7 +71,8 @@ class IoEngine {
   // async op could deadlock). Blocks.
   virtual Result<size_t> RunSync(const IoOp& op) = 0;
 
-  // Runs ops to completion and returns each one's result, in order. Ops run concurrently.
+  // Runs ops to completion and returns each one's result, in order. Ops run concurrently; ops
+  // refused with kUnavailable (queue full) are submitted again. Blocks.
   std::vector<Result<size_t>> SubmitAndWait(const std::vector<IoOp>& ops);
   // Convenience: one blocking read/write. Loops over short writes; a short read is returned.
   Result<size_t> Pread(FileHandle fh, void* buf, size_t len, uint64_t offset);

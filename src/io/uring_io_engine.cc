@@ -15,6 +15,9 @@ namespace {
 // The reaper thread of whichever engine is running callbacks on this thread.
 thread_local const void* t_reaper_of = nullptr;
 
+// user_data of the NOP that wakes the reaper to answer refused ops (nullptr: exit).
+char kWakeTag;
+
 }  // namespace
 
 struct UringIoEngine::Request {
@@ -25,13 +28,17 @@ struct UringIoEngine::Request {
   bool is_nop = false;
 };
 
-Result<std::unique_ptr<UringIoEngine>> UringIoEngine::Create(unsigned queue_depth) {
-  std::unique_ptr<UringIoEngine> engine(new UringIoEngine(queue_depth < 4 ? 4 : queue_depth));
+Result<std::unique_ptr<UringIoEngine>> UringIoEngine::Create(unsigned queue_depth,
+                                                             unsigned max_queued) {
+  const unsigned depth = queue_depth < 4 ? 4 : queue_depth;
+  std::unique_ptr<UringIoEngine> engine(
+      new UringIoEngine(depth, max_queued == 0 ? 8 * depth : max_queued));
   CIUIC_RETURN_IF_ERROR(engine->Init());
   return engine;
 }
 
-UringIoEngine::UringIoEngine(unsigned queue_depth) : depth_(queue_depth) {}
+UringIoEngine::UringIoEngine(unsigned queue_depth, unsigned max_queued)
+    : depth_(queue_depth), max_queued_(max_queued) {}
 
 Status UringIoEngine::Init() {
   int rc = io_uring_queue_init(depth_, &ring_, 0);
@@ -75,7 +82,10 @@ UringIoEngine::~UringIoEngine() {
   if (reaper_.joinable()) {
     std::unique_lock<std::mutex> lock(mu_);
     stopping_ = true;
-    room_cv_.wait(lock, [&] { return inflight_ == 0 && overflow_.empty(); });
+    SubmitLocked();  // anything a batch still holds (a batch must not outlive its engine)
+    idle_cv_.wait(lock, [&] {
+      return inflight_ == 0 && overflow_.empty() && refused_ops_.empty() && !wake_pending_;
+    });
     // A NOP without a request tells the reaper to exit.
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (sqe == nullptr) {
@@ -101,24 +111,30 @@ void UringIoEngine::SubmitAsync(const IoOp& op, IoCallback cb) {
   } else if (op.len == 0) {
     r->is_nop = true;
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (inflight_ >= depth_) {
-    if (t_reaper_of == this) {
-      // Waiting here would deadlock: only this thread makes room.
-      overflow_.push_back(r);
-      return;
-    }
-    room_cv_.wait(lock, [&] { return inflight_ < depth_; });
+  std::lock_guard<std::mutex> lock(mu_);
+  if (inflight_ < depth_) {
+    ++inflight_;
+    StartLocked(r);
+    return;
   }
-  ++inflight_;
-  PrepAndSubmitLocked(r);
+  if (overflow_.size() < max_queued_) {
+    overflow_.push_back(r);  // started by Finish as ops complete
+    return;
+  }
+  // Full: refuse rather than wait (the caller may be a network thread). The answer comes from
+  // the reaper, as every completion does; a callback running there is answered after it.
+  refused_ops_.push_back(r);
+  ++refused_;
+  if (t_reaper_of != this)
+    WakeReaperLocked();
 }
 
-void UringIoEngine::PrepAndSubmitLocked(Request* r) {
+void UringIoEngine::StartLocked(Request* r) {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   while (sqe == nullptr) {
-    // Cannot happen while every prep is submitted at once and inflight <= SQ size; be safe.
-    io_uring_submit(&ring_);
+    // The SQ holds depth_ entries and at most depth_ ops plus one wake-up NOP are in flight,
+    // so this happens at most when a batch filled the SQ before the NOP: submit and go on.
+    SubmitLocked();
     sqe = io_uring_get_sqe(&ring_);
   }
   if (r->is_nop) {
@@ -134,14 +150,41 @@ void UringIoEngine::PrepAndSubmitLocked(Request* r) {
     }
   }
   io_uring_sqe_set_data(sqe, r);
+  if (!SubmitBatch::Defer(this))
+    SubmitLocked();
+}
+
+void UringIoEngine::SubmitLocked() {
+  if (io_uring_sq_ready(&ring_) == 0)
+    return;
   int rc;
   do {
+    ++submit_calls_;
     rc = io_uring_submit(&ring_);
   } while (rc == -EINTR);
-  // On -EAGAIN/-EBUSY the SQE stays queued; the reaper submits it after the next completion.
+  // On -EAGAIN/-EBUSY the SQEs stay queued; the reaper submits them after the next completion.
   if (rc < 0 && rc != -EAGAIN && rc != -EBUSY) {
     LOG_ERROR("io_uring_submit: {}", strerror(-rc));
   }
+}
+
+void UringIoEngine::WakeReaperLocked() {
+  if (wake_pending_)
+    return;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {
+    SubmitLocked();
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  io_uring_prep_nop(sqe);
+  io_uring_sqe_set_data(sqe, &kWakeTag);
+  wake_pending_ = true;
+  SubmitLocked();  // now: the ops ahead of it may be held by this thread's batch for a while
+}
+
+void UringIoEngine::FlushBatch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  SubmitLocked();
 }
 
 void UringIoEngine::ReaperLoop() {
@@ -164,18 +207,45 @@ void UringIoEngine::ReaperLoop() {
     }
     io_uring_cq_advance(&ring_, n);
     bool exit = false;
-    for (auto& [r, res] : done) {
-      if (r == nullptr) {
-        exit = true;
-        continue;
+    bool woken = false;
+    {
+      // Everything the callbacks below submit (and the retries and overflow ops started here)
+      // goes to the kernel in one io_uring_submit at the end of this pass.
+      SubmitBatch batch;
+      for (auto& [r, res] : done) {
+        if (r == nullptr) {
+          exit = true;
+        } else if (static_cast<void*>(r) == &kWakeTag) {
+          woken = true;
+        } else {
+          HandleCompletion(r, res);
+        }
       }
-      HandleCompletion(r, res);
+      // Answer the refused ops. Ops their callbacks refuse in turn wait for the next pass
+      // (woken by a NOP), so completions keep being reaped in between.
+      std::vector<Request*> refused;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (woken)
+          wake_pending_ = false;
+        refused.swap(refused_ops_);
+      }
+      for (Request* r : refused) {
+        std::unique_ptr<Request> owned(r);
+        owned->cb(Status::Unavailable(fmt::format(
+            "io_uring queue full ({} in flight, {} queued); retry", depth_, max_queued_)));
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!refused_ops_.empty()) {
+        WakeReaperLocked();
+      } else if (!wake_pending_) {
+        idle_cv_.notify_all();
+      }
     }
     {
       // Submit anything a refused io_uring_submit left in the SQ.
       std::lock_guard<std::mutex> lock(mu_);
-      if (io_uring_sq_ready(&ring_) > 0)
-        io_uring_submit(&ring_);
+      SubmitLocked();
     }
     if (exit)
       return;
@@ -194,7 +264,7 @@ void UringIoEngine::HandleCompletion(Request* r, int res) {
   const char* what = r->op.kind == IoKind::kRead ? "io_uring read" : "io_uring write";
   if (res == -EAGAIN || res == -EINTR) {
     std::lock_guard<std::mutex> lock(mu_);
-    PrepAndSubmitLocked(r);  // still counted in inflight_
+    StartLocked(r);  // still counted in inflight_
     return;
   }
   if (res < 0) {
@@ -211,7 +281,7 @@ void UringIoEngine::HandleCompletion(Request* r, int res) {
   }
   if (more) {
     std::lock_guard<std::mutex> lock(mu_);
-    PrepAndSubmitLocked(r);
+    StartLocked(r);
     return;
   }
   Finish(r, r->done);
@@ -225,10 +295,11 @@ void UringIoEngine::Finish(Request* r, Result<size_t> result) {
       Request* next = overflow_.front();
       overflow_.pop_front();
       ++inflight_;
-      PrepAndSubmitLocked(next);
+      StartLocked(next);
     }
+    if (inflight_ == 0 && overflow_.empty())
+      idle_cv_.notify_all();
   }
-  room_cv_.notify_all();
   std::unique_ptr<Request> owned(r);
   owned->cb(std::move(result));
 }

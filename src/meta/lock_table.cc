@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace ciuic::meta {
 namespace {
 
@@ -28,7 +30,7 @@ const LockTable::Lock* LockTable::FindConflict(const Fid& fid, const Lock& want)
   return nullptr;
 }
 
-void LockTable::Apply(const Fid& fid, const Lock& want) {
+Status LockTable::Apply(const Fid& fid, const Lock& want) {
   std::vector<Lock>& all = locks_[fid];
   std::vector<Lock> out;
   out.reserve(all.size() + 2);
@@ -64,14 +66,42 @@ void LockTable::Apply(const Fid& fid, const Lock& want) {
   }
   if (want.type != kUnlock)
     out.push_back(merged);
+  auto of_session = [&](const std::vector<Lock>& v) {
+    return static_cast<size_t>(std::count_if(
+        v.begin(), v.end(), [&](const Lock& l) { return l.session == want.session; }));
+  };
+  const size_t before = of_session(all);
+  const size_t after = of_session(out);
+  size_t& held = per_session_[want.session];
+  if (out.size() > all.size() && out.size() > limits_.max_per_file) {
+    Status st = Status::NoSpace(
+        fmt::format("too many lock ranges on this file (cap {})", limits_.max_per_file));
+    if (all.empty())
+      locks_.erase(fid);
+    if (held == 0)
+      per_session_.erase(want.session);
+    return st;
+  }
+  if (after > before && held + (after - before) > limits_.max_per_session) {
+    Status st = Status::NoSpace(
+        fmt::format("too many lock ranges held by this session (cap {})", limits_.max_per_session));
+    if (all.empty())
+      locks_.erase(fid);
+    return st;
+  }
+  held = held + after - before;
+  if (held == 0)
+    per_session_.erase(want.session);
   if (out.empty()) {
     locks_.erase(fid);
   } else {
     all = std::move(out);
   }
+  return Status::OK();
 }
 
 void LockTable::ReleaseSession(uint64_t session) {
+  per_session_.erase(session);
   for (auto it = locks_.begin(); it != locks_.end();) {
     auto& v = it->second;
     v.erase(std::remove_if(v.begin(), v.end(), [&](const Lock& l) { return l.session == session; }),

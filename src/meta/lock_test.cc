@@ -165,6 +165,64 @@ TEST_F(LockTest, LeaseExpiryReleasesLocks) {
   EXPECT_TRUE(Granted(b, 1, LockTable::kExclusive, 0, kEof));
 }
 
+// Lock ranges are capped per file and per session (issue 13): one more range is kNoSpace
+// naming the cap; unlocks, merges and other files are unaffected, and ending the session frees
+// its allowance.
+TEST_F(LockTest, LockRangesAreCappedPerFileAndPerSession) {
+  options_.max_locks_per_file = 4;
+  options_.max_locks_per_session = 6;
+  Reopen();
+  const uint64_t a = NewSession();
+  const uint64_t b = NewSession();
+  for (uint64_t i = 0; i < 4; ++i)
+    ASSERT_TRUE(Granted(a, 1, LockTable::kShared, i * 10, i * 10 + 1));  // 4 separate ranges
+  auto over = Lock(b, 2, LockTable::kShared, 100, 101);
+  EXPECT_CODE(over, kNoSpace);
+  EXPECT_NE(over.status().message().find("too many lock ranges on this file (cap 4)"),
+            std::string::npos)
+      << over.status().ToString();
+  // A lock that merges into a held range adds none, and unlocking is always allowed.
+  EXPECT_TRUE(Granted(a, 1, LockTable::kShared, 2, 9));
+  EXPECT_EQ(svc().TEST_LockCount(), 3u);
+  EXPECT_TRUE(Granted(a, 1, LockTable::kUnlock, 0, kEof));
+  EXPECT_EQ(svc().TEST_LockCount(), 0u);
+  // Per session, across files.
+  std::vector<pb::Fid> files;
+  for (int f = 0; f < 3; ++f) {
+    auto c = Create(root(), "lf" + std::to_string(f));
+    ASSERT_OK(c);
+    files.push_back(c->attr().fid());
+  }
+  const pb::Fid first = fid_;
+  int granted = 0;
+  Status last;
+  for (const pb::Fid& f : files) {
+    fid_ = f;
+    for (uint64_t i = 0; i < 3; ++i) {
+      auto r = Lock(a, 1, LockTable::kShared, i * 10, i * 10 + 1);
+      if (r.ok()) {
+        granted += r->granted();
+      } else {
+        last = r.status();
+      }
+    }
+  }
+  EXPECT_EQ(granted, 6);
+  EXPECT_EQ(last.code(), StatusCode::kNoSpace);
+  EXPECT_NE(last.message().find("too many lock ranges held by this session (cap 6)"),
+            std::string::npos)
+      << last.ToString();
+  EXPECT_TRUE(Granted(b, 2, LockTable::kShared, 0, 1));  // another session is not affected
+  pb::CloseSessionReq q;
+  *q.mutable_ctx() = Ctx();
+  q.mutable_ctx()->set_session_id(a);
+  ASSERT_OK(svc().CloseSession(q));
+  const uint64_t c = NewSession();
+  for (uint64_t i = 0; i < 3; ++i)
+    EXPECT_TRUE(Granted(c, 3, LockTable::kShared, 100 + i * 10, 101 + i * 10));
+  fid_ = first;
+}
+
 TEST_F(LockTest, BadRequests) {
   const uint64_t a = NewSession();
   EXPECT_CODE(Lock(a, 1, 9, 0, 1), kInvalidArgument);

@@ -205,6 +205,11 @@ Status MdsServer::Start() {
   mo.admin_secret = options_.secret;
   mo.lease_ms = options_.lease_ms;
   mo.heartbeat_ms = options_.heartbeat_ms;
+  mo.max_sessions_per_key = options_.max_sessions_per_key;
+  mo.max_opens_per_session = options_.max_opens_per_session;
+  mo.max_locks_per_file = options_.max_locks_per_file;
+  mo.max_locks_per_session = options_.max_locks_per_session;
+  mo.session_end_batch = options_.session_end_batch;
   mo.durability_epoch =
       options_.durability_epoch != 0 ? options_.durability_epoch : MachineDurabilityEpoch();
   CIUIC_ASSIGN_OR_RETURN(meta_, MetaService::Open(std::move(kv), mo));

@@ -63,6 +63,12 @@ class MdsServer {
     // Serve Prometheus metrics over HTTP (GET /metrics) on this port of `host`: -1 off, 0 any
     // free port (docs/design.md, "Observability").
     int metrics_port = -1;
+    // Caps on per-client state (MetaOptions has the meaning of each; kNoSpace when hit).
+    uint32_t max_sessions_per_key = 16384;
+    uint32_t max_opens_per_session = 65536;
+    uint32_t max_locks_per_file = 4096;
+    uint32_t max_locks_per_session = 65536;
+    uint32_t session_end_batch = 1024;
   };
   explicit MdsServer(Options options);
   ~MdsServer();  // Stop()

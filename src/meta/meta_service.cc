@@ -117,7 +117,10 @@ constexpr uint64_t kSequenceRange = 1024;
 }  // namespace
 
 MetaService::MetaService(std::unique_ptr<KvStore> kv, MetaOptions options)
-    : kv_(std::move(kv)), options_(std::move(options)), hasher_(options_.test_name_hash_mask) {}
+    : kv_(std::move(kv)),
+      options_(std::move(options)),
+      hasher_(options_.test_name_hash_mask),
+      locks_(LockTable::Limits{options_.max_locks_per_file, options_.max_locks_per_session}) {}
 
 Result<std::unique_ptr<MetaService>> MetaService::Open(std::unique_ptr<KvStore> kv,
                                                        MetaOptions options) {
@@ -254,9 +257,19 @@ Status MetaService::Load() {
     state.client_name = s.client_name();
     state.key_id = s.key_id();
     state.expires_ms = now + options_.lease_ms;
+    ++sessions_per_key_[s.key_id()];
     return true;
   }));
   CIUIC_RETURN_IF_ERROR(parse);
+  // Open records ("O" + session id + open id), counted against their session's cap.
+  CIUIC_RETURN_IF_ERROR(r.Scan(Cf::kSessions, "O", "P", [&](std::string_view k, std::string_view) {
+    if (k.size() == 17) {
+      auto it = sessions_.find(ReadU64(k.data() + 1));
+      if (it != sessions_.end())
+        ++it->second.opens;
+    }
+    return true;
+  }));
 
   // Orphans nobody has open any more (their last close raced a crash) are destroyed now.
   std::vector<Fid> orphans;
@@ -555,7 +568,7 @@ std::vector<uint64_t> MetaService::ExpiredSessions(int64_t now_ms, size_t max) {
   std::lock_guard lock(sess_mu_);
   std::vector<uint64_t> out;
   for (const auto& [sid, s] : sessions_) {
-    if (s.expires_ms < now_ms)
+    if (s.expires_ms < now_ms || s.ending)
       out.push_back(sid);
     if (out.size() >= max)
       break;
@@ -566,7 +579,7 @@ std::vector<uint64_t> MetaService::ExpiredSessions(int64_t now_ms, size_t max) {
 Result<pb::RenewSessionResp> MetaService::RenewSession(const pb::RenewSessionReq& req) {
   std::lock_guard lock(sess_mu_);
   auto s = sessions_.find(req.ctx().session_id());
-  if (s == sessions_.end()) {
+  if (s == sessions_.end() || s->second.ending) {
     return Status::Stale(
         fmt::format("session {} is unknown or expired; open a new one", req.ctx().session_id()));
   }
@@ -578,9 +591,13 @@ Result<pb::RenewSessionResp> MetaService::RenewSession(const pb::RenewSessionReq
 
 Status MetaService::ApplyTick(Txn& t) {
   const int64_t now = NowMs();
+  // At most session_end_batch opens released per tick, over all ending sessions.
+  size_t budget = options_.session_end_batch;
   for (uint64_t sid : ExpiredSessions(now, 64)) {
-    LOG_INFO("mds: session {} lease expired; closing its files", sid);
-    CIUIC_RETURN_IF_ERROR(EndSession(t, sid));
+    LOG_INFO("mds: session {} lease expired or closed; closing its files", sid);
+    CIUIC_ASSIGN_OR_RETURN(bool gone, EndSession(t, sid, &budget));
+    if (!gone)
+      break;  // out of budget: the next tick goes on
   }
   const int down = osts_.ExpireSilent(now, int64_t{3} * options_.heartbeat_ms);
   if (down > 0)

@@ -61,6 +61,15 @@ struct MetaOptions {
   size_t max_queue = 4096;  // queued mutations before kUnavailable
   size_t max_group = 256;   // mutations per group commit
   size_t reply_cache_per_session = 256;
+  // Caps on the state one client can make the MDS hold; hitting one is kNoSpace naming the cap
+  // and its value ("too many open files in this session (cap 65536)").
+  uint32_t max_sessions_per_key = 16384;   // sessions open at once per client key (admin too)
+  uint32_t max_opens_per_session = 65536;  // files one session holds open
+  uint32_t max_locks_per_file = 4096;      // lock ranges held on one file, all owners together
+  uint32_t max_locks_per_session = 65536;  // lock ranges one session holds, all files together
+  // Opens released per commit when a session ends (close or lease expiry): a session holding
+  // more ends over several ticks instead of in one unbounded write batch.
+  uint32_t session_end_batch = 1024;
   uint32_t max_tasks_per_heartbeat = 1024;
   uint32_t max_readdir_entries = 4096;
   uint32_t tick_ms = 200;  // lease and heartbeat checks
@@ -197,6 +206,8 @@ class MetaService {
     uint32_t key_id = 0;
     std::string client_name;
     int64_t expires_ms = 0;
+    size_t opens = 0;     // open records, committed or in a pending mutation
+    bool ending = false;  // closed or expired; its opens are being released batch by batch
     std::unordered_map<uint64_t, CachedReply> replies;
     std::deque<uint64_t> reply_order;
   };
@@ -266,12 +277,17 @@ class MetaService {
                  pb::InodeRecord* out,
                  Fid* parent);
   // Records an open of `rec` by `session_id`: an OpenRecord and open_count + 1 in `rec` (the
-  // caller stores rec). Returns the open id. kStale when the session is unknown.
+  // caller stores rec). Returns the open id. kStale when the session is unknown or ending,
+  // kNoSpace when it already holds max_opens_per_session.
   Result<uint64_t> AddOpen(Txn& t, uint64_t session_id, pb::InodeRecord* rec, uint32_t flags);
+  // Counts one open of `session_id` less (its record was deleted, or never committed).
+  void DropOpenCount(uint64_t session_id);
   // Ends the open `open_id` of `session_id`; destroys an orphan at its last close.
   Status EndOpen(Txn& t, uint64_t session_id, uint64_t open_id, const Fid& fid, bool wrote);
-  // Closes every open of `session_id` and deletes the session.
-  Status EndSession(Txn& t, uint64_t session_id);
+  // Closes up to *budget opens of `session_id` (counting them off *budget) and, once none is
+  // left, deletes the session. A session with opens left is marked ending: dead for its client
+  // at once, finished by the next ticks. Returns whether the session is gone.
+  Result<bool> EndSession(Txn& t, uint64_t session_id, size_t* budget);
   // Checks permissions for opening `rec` with O_* `flags`, applies O_TRUNC and records the
   // open (open_id 0 for untracked opens: directories, devices, session 0). Stores rec.
   Status OpenInode(Txn& t,
@@ -325,7 +341,9 @@ class MetaService {
 
   std::mutex sess_mu_;
   std::unordered_map<uint64_t, SessionState> sessions_;  // guarded by sess_mu_
-  LockTable locks_;                                      // guarded by sess_mu_
+  // Sessions per client key, committed or in a pending mutation; guarded by sess_mu_.
+  std::unordered_map<uint32_t, size_t> sessions_per_key_;
+  LockTable locks_;  // guarded by sess_mu_
   // Per OST, the first work log key a heartbeat scan must look at: everything below was done
   // (deleted) when it was last scanned, and new tasks get higher ids. Spares heartbeats from
   // walking the tombstones of finished tasks. Writer thread only; rebuilt after a restart.

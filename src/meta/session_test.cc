@@ -195,6 +195,108 @@ TYPED_TEST(SessionTest, CloseSessionClosesItsFiles) {
   ASSERT_OK(this->svc().CloseSession(q));  // idempotent
 }
 
+// Caps on the state one client can make the MDS hold (issue 13): a session holds at most
+// max_opens_per_session open files; one more is kNoSpace naming the cap, and a close makes room.
+TYPED_TEST(SessionTest, OpensPerSessionAreCapped) {
+  this->options_.max_opens_per_session = 3;
+  this->Reopen();
+  const uint64_t sid = this->NewSession();
+  std::vector<pb::CreateResp> opened;
+  for (int i = 0; i < 3; ++i) {
+    auto c = this->CreateOpen(sid, "f" + std::to_string(i));
+    ASSERT_OK(c);
+    opened.push_back(*c);
+  }
+  auto over = this->CreateOpen(sid, "f3");
+  EXPECT_CODE(over, kNoSpace);
+  EXPECT_NE(over.status().message().find("too many open files in this session (cap 3)"),
+            std::string::npos)
+      << over.status().ToString();
+  pb::OpenReq q;
+  *q.mutable_ctx() = this->SCtx(sid);
+  *q.mutable_fid() = opened[0].attr().fid();
+  q.set_flags(O_RDONLY);
+  EXPECT_CODE(this->svc().Open(q), kNoSpace);
+  // Another session has its own allowance.
+  ASSERT_OK(this->CreateOpen(this->NewSession(), "g"));
+  // A close makes room, and the count survives a restart.
+  ASSERT_OK(this->Close(sid, opened[0].attr().fid(), opened[0].open_id()));
+  ASSERT_OK(this->CreateOpen(sid, "f3"));
+  this->Reopen();
+  EXPECT_CODE(this->CreateOpen(sid, "f4"), kNoSpace);
+}
+
+// At most max_sessions_per_key sessions per client key; other keys count apart, and an ended
+// session (closed or expired) makes room.
+TYPED_TEST(SessionTest, SessionsPerClientKeyAreCapped) {
+  this->options_.max_sessions_per_key = 2;
+  this->Reopen();
+  const uint64_t s1 = this->NewSession();
+  this->NewSession();
+  pb::OpenSessionReq q;
+  q.set_client_name("one too many");
+  auto over = this->svc().OpenSession(q);
+  EXPECT_CODE(over, kNoSpace);
+  EXPECT_NE(over.status().message().find("too many sessions of client key 0 (cap 2)"),
+            std::string::npos)
+      << over.status().ToString();
+  pb::OpenSessionReq other = q;
+  other.mutable_ctx()->set_key_id(100);
+  ASSERT_OK(this->svc().OpenSession(other));
+  this->Reopen();  // counted again from the store
+  EXPECT_CODE(this->svc().OpenSession(q), kNoSpace);
+  pb::CloseSessionReq c;
+  *c.mutable_ctx() = this->SCtx(s1);
+  ASSERT_OK(this->svc().CloseSession(c));
+  ASSERT_OK(this->svc().OpenSession(q));
+  EXPECT_CODE(this->svc().OpenSession(q), kNoSpace);
+  this->svc().TEST_AdvanceClock(10001);
+  ASSERT_OK(this->svc().TEST_Tick());
+  ASSERT_OK(this->svc().OpenSession(q));
+}
+
+// Ending a session that holds many opens (close or lease expiry) releases them in batches of
+// session_end_batch per commit, not in one unbounded write batch; the session is dead for its
+// client at once, and every orphan is destroyed in the end.
+TYPED_TEST(SessionTest, EndingASessionReleasesItsOpensInBoundedBatches) {
+  this->options_.session_end_batch = 4;
+  this->options_.tick_ms = 3600 * 1000;  // only TEST_Tick runs the lease checks here
+  this->Reopen();
+  for (bool by_expiry : {false, true}) {
+    SCOPED_TRACE(by_expiry ? "lease expiry" : "close");
+    const uint64_t sid = this->NewSession();
+    std::vector<pb::Fid> fids;
+    for (int i = 0; i < 10; ++i) {
+      const std::string name = "m" + std::to_string(i);
+      auto c = this->CreateOpen(sid, name);
+      ASSERT_OK(c);
+      fids.push_back(c->attr().fid());
+      ASSERT_OK(this->Unlink(this->root(), name));  // an orphan until its open ends
+    }
+    EXPECT_EQ(this->CountCf(Cf::kSessions), 11u);  // the session + 10 opens
+    if (by_expiry) {
+      this->svc().TEST_AdvanceClock(10001);
+      ASSERT_OK(this->svc().TEST_Tick());
+    } else {
+      pb::CloseSessionReq q;
+      *q.mutable_ctx() = this->SCtx(sid);
+      ASSERT_OK(this->svc().CloseSession(q));
+    }
+    EXPECT_EQ(this->CountCf(Cf::kSessions), 7u);  // 4 opens ended in the first batch
+    pb::RenewSessionReq r;
+    *r.mutable_ctx() = this->SCtx(sid);
+    EXPECT_CODE(this->svc().RenewSession(r), kStale);
+    EXPECT_CODE(this->CreateOpen(sid, "late"), kStale);
+    ASSERT_OK(this->svc().TEST_Tick());
+    EXPECT_EQ(this->CountCf(Cf::kSessions), 3u);
+    ASSERT_OK(this->svc().TEST_Tick());
+    EXPECT_EQ(this->CountCf(Cf::kSessions), 0u);
+    EXPECT_EQ(this->svc().TEST_SessionCount(), 0u);
+    for (const pb::Fid& f : fids)
+      EXPECT_CODE(this->GetAttr(f), kNotFound);
+  }
+}
+
 TYPED_TEST(SessionTest, RetriedMutationGetsTheOriginalReply) {
   const uint64_t sid = this->NewSession();
   pb::CreateReq q;

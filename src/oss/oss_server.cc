@@ -75,6 +75,7 @@ Status OssServer::Start() {
     o.engine = engine_;
     o.blocking_pool = pool_.get();
     o.max_cached_objects = options_.max_open_objects_per_ost;
+    o.tombstone_grace = std::chrono::milliseconds(options_.tombstone_grace_ms);
     CIUIC_ASSIGN_OR_RETURN(osts_[index], OstStore::Open(std::move(o)));
   }
   LOG_INFO("serving {} OST(s) with the {} IO engine", osts_.size(), engine_->name());
@@ -119,8 +120,7 @@ Status OssServer::Start() {
 
   loop_ = std::make_unique<net::EventLoop>(1);
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
-  if (options_.writeback_idle_ms > 0)
-    writeback_ = std::thread([this] { WritebackLoop(); });
+  writeback_ = std::thread([this] { WritebackLoop(); });  // also collects tombstones
   return Status::OK();
 }
 
@@ -539,13 +539,23 @@ void OssServer::HandleStatfs(net::ServerCall call) {
 
 void OssServer::WritebackLoop() {
   const auto idle = std::chrono::milliseconds(options_.writeback_idle_ms);
-  const auto period = std::min<std::chrono::milliseconds>(idle, std::chrono::seconds(1));
+  const auto period = options_.writeback_idle_ms > 0
+                          ? std::min<std::chrono::milliseconds>(idle, std::chrono::seconds(1))
+                          : std::chrono::milliseconds(1000);
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, period, [&] { return stopping_; }))
         return;
     }
+    // Tombstones past their grace period: bounded work per pass and OST.
+    for (const auto& [index, store] : osts_) {
+      Result<size_t> n = store->CollectTombstones(256);
+      if (!n.ok())
+        LOG_WARN("OST {}: tombstone collection: {}", index, n.status().ToString());
+    }
+    if (options_.writeback_idle_ms == 0)
+      continue;
     // Batches of 64 per OST, round robin, until every OST is drained of idle unsynced objects
     // (a batch syncs the directory once) or the server stops.
     bool more = true;

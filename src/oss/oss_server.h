@@ -71,6 +71,12 @@ class OssServer {
     // Background writeback: objects not written for this long are synced (up to 64 per OST
     // every second) rather than when they are evicted or the client fsyncs. 0 turns it off.
     uint32_t writeback_idle_ms = 5000;
+    // Tombstones of destroyed objects are deleted this long after the destroy (up to 256 per
+    // OST per second, on the writeback thread). Must exceed the longest a write to a destroyed
+    // object can still arrive: the MDS's client lease (30 s) + the client's OST retry window
+    // (ost_retry_ms, 30 s) + one request's time, and the capability lifetime (10 min) for client
+    // keys. docs/formats/ost-disk.md.
+    uint32_t tombstone_grace_ms = 3600 * 1000;
     // Serve reads into the shared memory of clients on this host (shm_registry.h).
     bool shm_reads = true;
     // Durability epoch sent with every write acknowledgement and checked by every sync

@@ -195,6 +195,7 @@ Status OstStore::OpenImpl() {
   }
   CIUIC_RETURN_IF_ERROR(ctx(Recover(dirty)));
   CIUIC_RETURN_IF_ERROR(ctx(dirty_log_->Reset()));
+  CIUIC_RETURN_IF_ERROR(ctx(LoadTombstones()));
   return Status::OK();
 }
 
@@ -309,8 +310,17 @@ size_t OstStore::TEST_CachedObjects() {
 OstStore::ObjectRef OstStore::CachedObject(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(cache_mu_);
   auto it = cache_.find(id);
-  if (it == cache_.end())
-    return nullptr;
+  if (it == cache_.end()) {
+    // Being synced by an eviction: back into the cache, still open. The eviction's sync goes
+    // on, and syncs of this object wait for it (Object::sync_mu).
+    auto ev = evicting_.find(id);
+    if (ev == evicting_.end())
+      return nullptr;
+    ObjectRef obj = std::move(ev->second);
+    evicting_.erase(ev);
+    CacheInsertLocked(obj, true);
+    return obj;
+  }
   lru_.splice(lru_.begin(), lru_, it->second->lru_pos);  // most recently used
   return it->second;
 }
@@ -332,7 +342,7 @@ void OstStore::GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb
 }
 
 Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create) {
-  std::lock_guard<std::mutex> load_lock(load_mu_);
+  std::unique_lock<std::mutex> load_lock(load_mu_);
   if (ObjectRef obj = CachedObject(id))
     return obj;
   const std::string data_path = ObjectPath(id);
@@ -397,7 +407,9 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
   }
   const size_t cap = options_.max_cached_objects;
   // Hysteresis: once over the cap, close down to 7/8 of it, so clean objects go in batches.
-  // Unsynced ones cost a sync each (batched into one directory sync), at most 64 per load.
+  // Unsynced ones cost a sync each (batched into one directory sync), at most 64 per load,
+  // paid by this load but outside load_mu_, so other loads go on meanwhile.
+  load_lock.unlock();
   EvictObjects(cap, cap - cap / 8, 64);  // returns at once while within the cap
   return ObjectRef(obj);
 }
@@ -426,6 +438,8 @@ void OstStore::EvictObjects(size_t trigger, size_t keep, size_t max_dirty) {
       obj->mu.unlock();
       if (busy || (unsynced && dirty.size() >= max_dirty))
         continue;
+      if (unsynced)
+        evicting_[obj->id] = cit->second;
       (unsynced ? dirty : clean).push_back(std::move(cit->second));
       cache_.erase(cit);
       it = lru_.erase(it);
@@ -435,22 +449,35 @@ void OstStore::EvictObjects(size_t trigger, size_t keep, size_t max_dirty) {
   clean.clear();  // closes their files, outside cache_mu_
   if (dirty.empty())
     return;
-  // Out of the cache but still open: make them durable (data, checksums, directory entry,
-  // clean records) before closing, as a client sync would. SyncAsync waits on load_mu_ for
-  // objects it does not find, so it never answers before this sync is done.
+  // Out of the cache but still open, in evicting_: make them durable (data, checksums,
+  // directory entry, clean records) before closing, as a client sync would, holding no store
+  // lock. An object looked up meanwhile goes back into the cache as it is (CachedObject), and a
+  // sync of it waits for this one on its sync_mu, so no sync answers before this one is done.
+  if (test_before_eviction_sync_)
+    test_before_eviction_sync_();
   Status st = SyncObjects(dirty);
   if (!st.ok()) {
     LOG_WARN("OST {}: keeping {} unsynced objects open: {}", options_.index, dirty.size(),
              st.ToString());
+  }
+  size_t closed = 0;
+  {
     std::lock_guard<std::mutex> lock(cache_mu_);
     for (ObjectRef& obj : dirty) {
-      if (cache_.count(obj->id) == 0)
-        CacheInsertLocked(obj, false);
+      auto ev = evicting_.find(obj->id);
+      if (ev == evicting_.end() || ev->second != obj)
+        continue;  // taken back into the cache, or destroyed
+      evicting_.erase(ev);
+      if (!st.ok()) {
+        CacheInsertLocked(obj, false);  // stays open (and dirty) until a sync succeeds
+      } else {
+        ++closed;
+      }
     }
-    return;
   }
-  evictions_ += dirty.size();
-  dirty_evictions_ += dirty.size();
+  evictions_ += closed;
+  dirty_evictions_ += closed;
+  dirty.clear();  // closes the files of those that were neither reused nor kept, unlocked
 }
 
 Result<size_t> OstStore::SyncIdleObjects(size_t max, std::chrono::milliseconds idle) {

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <list>
 #include <memory>
@@ -77,6 +78,11 @@ class OstStore {
     // closed, unsynced ones after syncing them; only objects with operations in flight can
     // exceed it. Must be at least 1.
     size_t max_cached_objects = 4096;
+    // How long a tombstone (left by Destroy) keeps refusing writes before CollectTombstones
+    // may delete it: longer than any write to the destroyed object can still arrive (a client
+    // session lease + the client's retry window + a request's time; docs/formats/ost-disk.md).
+    // Counted from the destroy, or from the start of the store for tombstones found on disk.
+    std::chrono::milliseconds tombstone_grace{std::chrono::hours(1)};
   };
 
   // Opens (formatting on first use) the OST at `options.dir`, locks it, and recovers from an
@@ -132,6 +138,13 @@ class OstStore {
   // Blocking; call it from a thread of its own.
   Result<size_t> SyncIdleObjects(size_t max, std::chrono::milliseconds idle);
 
+  // Deletes up to `max` tombstones older than tombstone_grace, oldest first, and returns how
+  // many. The deletions are not synced: one lost to a crash is found again at the next start
+  // and collected a grace period later. Blocking; call it from a background thread.
+  Result<size_t> CollectTombstones(size_t max);
+  // Tombstones waiting for collection.
+  size_t tombstones_pending();
+
   // Blocking forms. Never call them from an engine or blocking-pool thread.
   Result<uint64_t> Write(const ObjectId& id, uint64_t offset, std::span<const uint8_t> data);
   Result<ReadResult> Read(const ObjectId& id, uint64_t offset, uint64_t length);
@@ -156,6 +169,13 @@ class OstStore {
   uint64_t TEST_Evictions() const { return evictions_.load(); }
   uint64_t TEST_DirtyEvictions() const { return dirty_evictions_.load(); }
   uint64_t background_syncs() const { return background_syncs_.load(); }
+  // Moves the store's tombstone clock forward by `ms`.
+  void TEST_AdvanceClock(std::chrono::milliseconds ms) { clock_offset_ms_ += ms.count(); }
+  // Runs `fn` in every eviction that syncs unsynced objects, just before that sync (a test holds
+  // an eviction there). Set it before the store is used concurrently.
+  void TEST_SetBeforeEvictionSync(std::function<void()> fn) {
+    test_before_eviction_sync_ = std::move(fn);
+  }
 
  private:
   struct Object;
@@ -181,8 +201,10 @@ class OstStore {
   void CacheInsertLocked(const ObjectRef& obj, bool recent);
   // When more than `trigger` objects are cached, closes least recently used idle ones until at
   // most `keep` stay, syncing at most `max_dirty` unsynced ones first (an object whose sync
-  // fails stays cached). Caller holds load_mu_, so no load reopens an object while it is being
-  // synced and closed.
+  // fails stays cached). The unsynced ones wait in evicting_ during their sync, which holds
+  // no store lock (only OpenObjectFile's out-of-descriptors path calls this under load_mu_):
+  // a lookup of one of them in the meantime takes it back into
+  // the cache (the same open object, so nothing is reopened from a half-synced state).
   void EvictObjects(size_t trigger, size_t keep, size_t max_dirty);
   // engine_->Open for object files; caller holds load_mu_. Out of descriptors (EMFILE/ENFILE,
   // kUnavailable from the engine): evicts half the cache and tries once more; if that fails
@@ -217,6 +239,13 @@ class OstStore {
   void ReleaseExclusive(const ObjectRef& obj);
   void AcquireExclusiveBlocking(const ObjectRef& obj);
 
+  // Tombstones (ost_tombstones.cc): queues one for collection; lists those on disk at start.
+  void NoteTombstone(std::string name);
+  Status LoadTombstones();
+  std::chrono::steady_clock::time_point Now() const {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(clock_offset_ms_.load());
+  }
+
   // Counts an operation in flight; false when closing (the caller answers kUnavailable).
   bool BeginOp();
   void EndOp();
@@ -236,7 +265,11 @@ class OstStore {
   std::mutex cache_mu_;
   std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> cache_;  // guarded by cache_mu_
   std::list<Object*> lru_;  // cache_'s objects, most recently used first; guarded by cache_mu_
-  // Serializes object loads (open/create/tombstone checks) and evictions of unsynced objects.
+  // Unsynced objects an eviction took out of the cache and is syncing before it closes them;
+  // guarded by cache_mu_. CachedObject() finds them here too.
+  std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> evicting_;
+  // Serializes object loads (open/create/tombstone checks) with destroys. Never held across
+  // an eviction's sync.
   std::mutex load_mu_;
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> dirty_evictions_{0};
@@ -249,6 +282,14 @@ class OstStore {
   std::atomic<bool> closing_{false};
   bool closed_ = false;  // guarded by ops_mu_
   std::atomic<bool> skip_clean_shutdown_{false};
+  std::function<void()> test_before_eviction_sync_;
+
+  // Tombstone file names with the time each may be collected, in that order (a FIFO: every
+  // entry gets now + the same grace). Bounded by the destroys of one grace period.
+  std::mutex tomb_mu_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>>
+      tombstones_;  // guarded by tomb_mu_
+  std::atomic<int64_t> clock_offset_ms_{0};
 };
 
 }  // namespace ciuic::oss

@@ -36,24 +36,13 @@ void OstStore::SyncAsync(std::vector<ObjectId> ids, StatusCallback cb) {
   }
   auto task = std::make_shared<StatusCallback>(std::move(cb));
   bool queued = RunBlocking([this, ids = std::move(ids), task] {
+    // An object neither cached nor being evicted has nothing unsynced: an eviction syncs an
+    // object before it lets go of it, and CachedObject() finds one whose sync is running (the
+    // sync below then waits for it on the object's sync_mu).
     std::vector<ObjectRef> objs;
-    bool missing = false;
     for (const ObjectId& id : ids) {
-      if (ObjectRef obj = CachedObject(id)) {
+      if (ObjectRef obj = CachedObject(id))
         objs.push_back(std::move(obj));
-      } else {
-        missing = true;
-      }
-    }
-    if (missing) {
-      // An object not in the cache has nothing unsynced: unsynced objects are synced before
-      // they are evicted, under load_mu_, so waiting for it covers one being evicted now.
-      std::lock_guard<std::mutex> load_lock(load_mu_);
-      objs.clear();
-      for (const ObjectId& id : ids) {
-        if (ObjectRef obj = CachedObject(id))
-          objs.push_back(std::move(obj));
-      }
     }
     (*task)(SyncObjects(objs));
     EndOp();
@@ -279,17 +268,24 @@ Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir) {
   {
     // Under load_mu_ no load can recreate the object between the tombstone and the removal.
     std::lock_guard<std::mutex> load_lock(load_mu_);
-    Result<io::FileHandle> tomb =
-        OpenObjectFile(data_path + std::string(kTombstoneSuffix), O_RDWR | O_CREAT);
+    const std::string tomb_path = data_path + std::string(kTombstoneSuffix);
+    // A repeated destroy finds its tombstone: queued for collection once, not per destroy.
+    const bool had_tombstone = engine_->StatPath(tomb_path).ok();
+    Result<io::FileHandle> tomb = OpenObjectFile(tomb_path, O_RDWR | O_CREAT);
     if (!tomb.ok())
       return OstError(tomb.status(), &id, "destroy");
     engine_->Close(*tomb).IgnoreError();  // empty file; its name is what counts
+    if (!had_tombstone)
+      NoteTombstone(id.FileName() + std::string(kTombstoneSuffix));
     std::lock_guard<std::mutex> lock(cache_mu_);
     auto it = cache_.find(id);
     if (it != cache_.end()) {
       obj = std::move(it->second);
       lru_.erase(obj->lru_pos);
       cache_.erase(it);
+    } else if (auto ev = evicting_.find(id); ev != evicting_.end()) {
+      obj = std::move(ev->second);  // its eviction's sync may still run; it sees `destroyed`
+      evicting_.erase(ev);
     }
   }
   uint64_t seq = 0;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <thread>
@@ -232,6 +233,92 @@ TEST_F(OstStoreMemTest, DestroyLeavesATombstoneThatSurvivesRestart) {
   EXPECT_EQ(s->Write(id, 0, Pattern(10, 8)).status().code(), StatusCode::kStale);
   EXPECT_EQ(s->Write(Obj(66), 0, Pattern(10, 8)).status().code(), StatusCode::kStale);
   EXPECT_TRUE(s->Write(Obj(67), 0, Pattern(10, 8)).ok());
+}
+
+// Tombstones are collected once older than the grace period (issue 13): within it a write to
+// the destroyed object is still refused, after it the tombstone is gone; tombstones found at a
+// start get a whole grace period again, and a collection lost to a power cut only brings a
+// tombstone back (still refusing writes, collected later).
+TEST_F(OstStoreMemTest, TombstonesAreCollectedAfterTheGracePeriod) {
+  using std::chrono::milliseconds;
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.tombstone_grace = milliseconds(1000);
+  auto tombs_on_disk = [&] {
+    auto names = engine_.ListDir("/ost/0/objects");
+    EXPECT_TRUE(names.ok());
+    size_t n = 0;
+    for (const std::string& name : names.ok() ? *names : std::vector<std::string>{})
+      n += name.ends_with(".dead");
+    return n;
+  };
+  auto s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->Write(Obj(1), 0, Pattern(100, 1)).ok());
+  ASSERT_TRUE((*s)->Destroy(Obj(1)).ok());
+  ASSERT_TRUE((*s)->Destroy(Obj(1)).ok());  // idempotent: still one tombstone to collect
+  (*s)->TEST_AdvanceClock(milliseconds(999));
+  EXPECT_EQ(*(*s)->CollectTombstones(100), 0u);
+  EXPECT_EQ((*s)->Write(Obj(1), 0, Pattern(10, 2)).status().code(), StatusCode::kStale);
+  (*s)->TEST_AdvanceClock(milliseconds(2));
+  EXPECT_EQ(*(*s)->CollectTombstones(100), 1u);
+  EXPECT_EQ(tombs_on_disk(), 0u);
+  EXPECT_EQ((*s)->tombstones_pending(), 0u);
+
+  // Durable tombstone, then a power cut: found again at start, with a fresh grace period.
+  ASSERT_TRUE((*s)->Destroy(Obj(2)).ok());
+  (*s)->TEST_SkipCleanShutdown();
+  s->reset();
+  engine_.SimulatePowerLoss();
+  s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ((*s)->tombstones_pending(), 1u);
+  EXPECT_EQ(*(*s)->CollectTombstones(100), 0u);
+  EXPECT_EQ((*s)->Write(Obj(2), 0, Pattern(10, 3)).status().code(), StatusCode::kStale);
+  (*s)->TEST_AdvanceClock(milliseconds(1001));
+  EXPECT_EQ(*(*s)->CollectTombstones(100), 1u);
+  // The collection was not synced: a power cut brings the tombstone back, never loses more.
+  (*s)->TEST_SkipCleanShutdown();
+  s->reset();
+  engine_.SimulatePowerLoss();
+  s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_LE(tombs_on_disk(), 1u);
+  EXPECT_EQ((*s)->tombstones_pending(), tombs_on_disk());
+  if (tombs_on_disk() == 1)
+    EXPECT_EQ((*s)->Write(Obj(2), 0, Pattern(10, 3)).status().code(), StatusCode::kStale);
+}
+
+// Under create/destroy churn with a background pass of bounded work, the tombstones on disk stay
+// bounded by the destroys of one grace period (plus one pass), instead of growing forever.
+TEST_F(OstStoreMemTest, TombstoneCountStaysBoundedUnderChurn) {
+  using std::chrono::milliseconds;
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.tombstone_grace = milliseconds(1000);
+  auto s = OstStore::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  constexpr int kObjects = 2000;
+  constexpr int kPerStep = 20;  // objects created and destroyed per 100 ms
+  size_t peak = 0;
+  for (int i = 0; i < kObjects; ++i) {
+    ASSERT_TRUE((*s)->Write(Obj(5000 + i), 0, Pattern(64, i)).ok());
+    ASSERT_TRUE((*s)->Destroy(Obj(5000 + i)).ok());
+    if (i % kPerStep == kPerStep - 1) {
+      (*s)->TEST_AdvanceClock(milliseconds(100));
+      ASSERT_TRUE((*s)->CollectTombstones(64).ok());
+    }
+    auto names = engine_.ListDir("/ost/0/objects");
+    ASSERT_TRUE(names.ok());
+    peak = std::max(peak, names->size());
+  }
+  // One grace period holds 10 steps of 20 destroys.
+  EXPECT_LE(peak, size_t{11 * kPerStep});
+  EXPECT_LE((*s)->tombstones_pending(), size_t{11 * kPerStep});
 }
 
 // DestroyMany: one directory sync for the whole batch, and every destroy in it is as durable as
@@ -492,6 +579,76 @@ TEST_F(OstStoreMemTest, UnsyncedObjectsAreSyncedAndClosedBeyondTheCap) {
   }
   EXPECT_LE(peak, opened + 2 * kCap + 2);
   EXPECT_LE((*again)->TEST_CachedObjects(), kCap);
+}
+
+// An eviction that must sync an unsynced object syncs it outside the OST's load lock: while it
+// is held in that sync, another object still loads, and the object being evicted can be opened
+// again and read; its data stays durable.
+TEST_F(OstStoreMemTest, EvictionSyncsOutsideTheLoadLock) {
+  OstStore::Options o;
+  o.dir = "/ost/0";
+  o.cluster_uuid = kUuid;
+  o.engine = &engine_;
+  o.max_cached_objects = 1;
+  auto opened = OstStore::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  std::unique_ptr<OstStore> s = std::move(*opened);
+  ASSERT_TRUE(s->Write(Obj(1), 0, Pattern(5000, 1)).ok());  // unsynced, cached
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false;
+  bool release = false;
+  s->TEST_SetBeforeEvictionSync([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (held)
+      return;  // only the first eviction is held
+    held = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  auto let_go = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+    cv.notify_all();
+  };
+  // Loading object 2 evicts object 1, which needs a sync first: held there.
+  auto evictor =
+      std::async(std::launch::async, [&] { return s->Write(Obj(2), 0, Pattern(100, 2)); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return held; })) {
+      lock.unlock();
+      let_go();
+      FAIL() << "no eviction sync happened";
+    }
+  }
+  auto other = std::async(std::launch::async, [&] { return s->Write(Obj(3), 0, Pattern(100, 3)); });
+  auto reopen = std::async(std::launch::async, [&] { return s->Read(Obj(1), 0, 5000); });
+  const bool other_done = other.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  const bool reopen_done = reopen.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  let_go();
+  EXPECT_TRUE(other_done) << "loading another object waited for an eviction's sync";
+  EXPECT_TRUE(reopen_done) << "opening the object being evicted waited for its sync";
+  ASSERT_TRUE(evictor.get().ok());
+  ASSERT_TRUE(other.get().ok());
+  Result<ReadResult> r = reopen.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->exists);
+  EXPECT_EQ(r->object_length, 5000u);
+  EXPECT_TRUE(VerifyReadResult(*r, 0, Obj(1)).ok());
+  EXPECT_EQ(std::vector<uint8_t>(r->data->data(), r->data->data() + 5000), Pattern(5000, 1));
+  // Written again after being reopened, then a client sync: all of it survives a power cut.
+  ASSERT_TRUE(s->Write(Obj(1), 5000, Pattern(100, 4)).ok());
+  ASSERT_TRUE(s->Sync({Obj(1), Obj(2), Obj(3)}).ok());
+  s->TEST_SkipCleanShutdown();
+  s.reset();
+  engine_.SimulatePowerLoss();
+  auto again = OstStore::Open(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ReadVerified(**again, Obj(1), 0, 5000), Pattern(5000, 1));
+  EXPECT_EQ(ReadVerified(**again, Obj(1), 5000, 100), Pattern(100, 4));
+  EXPECT_EQ(ReadVerified(**again, Obj(2), 0, 100), Pattern(100, 2));
+  EXPECT_EQ(ReadVerified(**again, Obj(3), 0, 100), Pattern(100, 3));
 }
 
 TEST_F(OstStoreMemTest, DestroyedPunchedAndFailedObjectsCloseTheirHandles) {

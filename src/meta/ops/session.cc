@@ -11,6 +11,23 @@ Status MetaService::Apply(Txn& t, const pb::OpenSessionReq& req, pb::OpenSession
   if (req.client_name().size() > 256) {
     return Status::InvalidArgument("client name longer than 256 bytes");
   }
+  const uint32_t key_id = req.ctx().key_id();
+  {
+    // Counted now (and given back if this mutation fails), so one group commit cannot
+    // overshoot the cap.
+    std::lock_guard lock(sess_mu_);
+    size_t& n = sessions_per_key_[key_id];
+    if (n >= options_.max_sessions_per_key) {
+      return Status::NoSpace(fmt::format("too many sessions of client key {} (cap {})", key_id,
+                                         options_.max_sessions_per_key));
+    }
+    ++n;
+  }
+  t.OnAbort([this, key_id] {
+    std::lock_guard lock(sess_mu_);
+    if (--sessions_per_key_[key_id] == 0)
+      sessions_per_key_.erase(key_id);
+  });
   const uint64_t sid = Allocate(t, &session_seq_);
   pb::SessionRecord rec;
   rec.set_session_id(sid);
@@ -38,15 +55,21 @@ Status MetaService::Apply(Txn& t, const pb::OpenSessionReq& req, pb::OpenSession
 }
 
 Status MetaService::Apply(Txn& t, const pb::CloseSessionReq& req, pb::CloseSessionResp*) {
-  return EndSession(t, req.ctx().session_id());
+  size_t budget = options_.session_end_batch;
+  return EndSession(t, req.ctx().session_id(), &budget).status();
 }
 
-Status MetaService::EndSession(Txn& t, uint64_t session_id) {
+Result<bool> MetaService::EndSession(Txn& t, uint64_t session_id, size_t* budget) {
   std::vector<pb::OpenRecord> opens;
+  bool more = false;
   Status parse;
   const std::string prefix = OpenPrefix(session_id);
   CIUIC_RETURN_IF_ERROR(
       t.Scan(Cf::kSessions, prefix, PrefixEnd(prefix), [&](std::string_view, std::string_view v) {
+        if (opens.size() >= *budget) {
+          more = true;
+          return false;
+        }
         pb::OpenRecord o;
         if (!o.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
           parse = Status::Corruption(fmt::format("bad open record of session {}", session_id));
@@ -56,16 +79,35 @@ Status MetaService::EndSession(Txn& t, uint64_t session_id) {
         return true;
       }));
   CIUIC_RETURN_IF_ERROR(parse);
+  *budget -= opens.size();
   for (const auto& o : opens) {
     CIUIC_RETURN_IF_ERROR(EndOpen(t, session_id, o.open_id(), ToFid(o.fid()), false));
+  }
+  if (more) {
+    // Too many opens for one batch: the session is dead for its client now (no renewal, no new
+    // opens, no locks), and the ticks release the rest, session_end_batch per commit.
+    t.OnCommit([this, session_id] {
+      std::lock_guard lock(sess_mu_);
+      auto it = sessions_.find(session_id);
+      if (it != sessions_.end())
+        it->second.ending = true;
+      locks_.ReleaseSession(session_id);
+    });
+    return false;
   }
   t.Delete(Cf::kSessions, SessionKey(session_id));
   t.OnCommit([this, session_id] {
     std::lock_guard lock(sess_mu_);
-    sessions_.erase(session_id);
+    auto it = sessions_.find(session_id);
+    if (it != sessions_.end()) {
+      auto k = sessions_per_key_.find(it->second.key_id);
+      if (k != sessions_per_key_.end() && --k->second == 0)
+        sessions_per_key_.erase(k);
+      sessions_.erase(it);
+    }
     locks_.ReleaseSession(session_id);
   });
-  return Status::OK();
+  return true;
 }
 
 Result<uint64_t> MetaService::AddOpen(Txn& t,
@@ -81,6 +123,23 @@ Result<uint64_t> MetaService::AddOpen(Txn& t,
         fmt::format("session {} is unknown or expired; open a new one", session_id));
   }
   CIUIC_RETURN_IF_ERROR(st);
+  {
+    // Counted now (given back if this mutation fails), so a group cannot overshoot the cap.
+    std::lock_guard lock(sess_mu_);
+    auto it = sessions_.find(session_id);
+    if (it != sessions_.end()) {
+      if (it->second.ending) {
+        return Status::Stale(
+            fmt::format("session {} is unknown or expired; open a new one", session_id));
+      }
+      if (it->second.opens >= options_.max_opens_per_session) {
+        return Status::NoSpace(fmt::format("too many open files in this session (cap {})",
+                                           options_.max_opens_per_session));
+      }
+      ++it->second.opens;
+    }
+  }
+  t.OnAbort([this, session_id] { DropOpenCount(session_id); });
   const uint64_t open_id = Allocate(t, &open_seq_);
   pb::OpenRecord o;
   o.set_open_id(open_id);
@@ -110,7 +169,10 @@ Status MetaService::EndOpen(
       target = ToFid(o.fid());
       found = true;
       t.Delete(Cf::kSessions, OpenKey(session_id, open_id));
-      t.OnCommit([this] { open_files_.fetch_sub(1, std::memory_order_relaxed); });
+      t.OnCommit([this, session_id] {
+        open_files_.fetch_sub(1, std::memory_order_relaxed);
+        DropOpenCount(session_id);
+      });
     } else if (st.code() != StatusCode::kNotFound) {
       return st;
     }
@@ -132,6 +194,13 @@ Status MetaService::EndOpen(
     return DestroyInode(t, rec);
   PutInode(t, rec);
   return Status::OK();
+}
+
+void MetaService::DropOpenCount(uint64_t session_id) {
+  std::lock_guard lock(sess_mu_);
+  auto it = sessions_.find(session_id);
+  if (it != sessions_.end() && it->second.opens > 0)
+    --it->second.opens;
 }
 
 Result<pb::LockResp> MetaService::Lock(const pb::LockReq& req) {
@@ -160,7 +229,8 @@ Result<pb::LockResp> MetaService::Lock(const pb::LockReq& req) {
     return Status::InvalidArgument("lock: testing an unlock");
   pb::LockResp resp;
   std::lock_guard lock(sess_mu_);
-  if (l.session == 0 || sessions_.find(l.session) == sessions_.end()) {
+  auto session = sessions_.find(l.session);
+  if (l.session == 0 || session == sessions_.end() || session->second.ending) {
     return Status::Stale(
         fmt::format("session {} is unknown or expired; open a new one", l.session));
   }
@@ -174,7 +244,7 @@ Result<pb::LockResp> MetaService::Lock(const pb::LockReq& req) {
     return resp;
   }
   if (!req.test())
-    locks_.Apply(fid, l);
+    CIUIC_RETURN_IF_ERROR(locks_.Apply(fid, l));
   resp.set_granted(true);
   return resp;
 }
