@@ -51,7 +51,7 @@ if [ "$asan" = 1 ]; then
 fi
 
 if [ "$fuzz" = 1 ]; then
-  echo "== libFuzzer targets, 30 s each (clang-14 build of the libraries they need)"
+  echo "== libFuzzer targets, 20 s each (clang-14 build of the libraries they need)"
   if scripts/fuzz.sh 20 2>&1 | tee build/fuzz-ci.log; then
     summary+=("fuzz: every target ran 20 s without a crash")
   else

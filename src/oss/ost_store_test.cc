@@ -287,8 +287,9 @@ TEST_F(OstStoreMemTest, TombstonesAreCollectedAfterTheGracePeriod) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_LE(tombs_on_disk(), 1u);
   EXPECT_EQ((*s)->tombstones_pending(), tombs_on_disk());
-  if (tombs_on_disk() == 1)
+  if (tombs_on_disk() == 1) {
     EXPECT_EQ((*s)->Write(Obj(2), 0, Pattern(10, 3)).status().code(), StatusCode::kStale);
+  }
 }
 
 // Under create/destroy churn with a background pass of bounded work, the tombstones on disk stay
