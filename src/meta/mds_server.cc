@@ -165,6 +165,7 @@ net::Handler WriteHandler(const Tenancy* tn, void (MetaService::*fn)(Req, Done<R
     }
     auto kept = std::make_shared<Req>(req);
     (m->*fn)(std::move(req), [tn, shared, kept](Result<Resp> r) {
+      (void)tn;  // used only for requests with a ctx (clang warns the capture is unused)
       if (r.ok()) {
         if constexpr (requires { kept->ctx(); })
           tn->AttachCap(kept->ctx(), *kept, &*r);

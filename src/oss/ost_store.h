@@ -83,6 +83,9 @@ class OstStore {
     // session lease + the client's retry window + a request's time; docs/formats/ost-disk.md).
     // Counted from the destroy, or from the start of the store for tombstones found on disk.
     std::chrono::milliseconds tombstone_grace{std::chrono::hours(1)};
+    // Tests only: when set, the tombstone clock reads this many milliseconds instead of the
+    // steady clock, so a grace period never depends on how fast the test runs (ASan, load).
+    const std::atomic<int64_t>* test_clock_ms = nullptr;
   };
 
   // Opens (formatting on first use) the OST at `options.dir`, locks it, and recovers from an
@@ -169,8 +172,6 @@ class OstStore {
   uint64_t TEST_Evictions() const { return evictions_.load(); }
   uint64_t TEST_DirtyEvictions() const { return dirty_evictions_.load(); }
   uint64_t background_syncs() const { return background_syncs_.load(); }
-  // Moves the store's tombstone clock forward by `ms`.
-  void TEST_AdvanceClock(std::chrono::milliseconds ms) { clock_offset_ms_ += ms.count(); }
   // Runs `fn` in every eviction that syncs unsynced objects, just before that sync (a test holds
   // an eviction there). Set it before the store is used concurrently.
   void TEST_SetBeforeEvictionSync(std::function<void()> fn) {
@@ -243,7 +244,10 @@ class OstStore {
   void NoteTombstone(std::string name);
   Status LoadTombstones();
   std::chrono::steady_clock::time_point Now() const {
-    return std::chrono::steady_clock::now() + std::chrono::milliseconds(clock_offset_ms_.load());
+    if (options_.test_clock_ms != nullptr)
+      return std::chrono::steady_clock::time_point(
+          std::chrono::milliseconds(options_.test_clock_ms->load()));
+    return std::chrono::steady_clock::now();
   }
 
   // Counts an operation in flight; false when closing (the caller answers kUnavailable).
@@ -289,7 +293,6 @@ class OstStore {
   std::mutex tomb_mu_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::string>>
       tombstones_;  // guarded by tomb_mu_
-  std::atomic<int64_t> clock_offset_ms_{0};
 };
 
 }  // namespace ciuic::oss
