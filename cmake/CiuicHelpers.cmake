@@ -5,19 +5,21 @@ function(ciuic_add_library name)
   target_link_libraries(${name} PUBLIC ciuic_options ${ARG_DEPS} PRIVATE ciuic_warnings)
 endfunction()
 
-# ciuic_add_test(NAME SRCS a_test.cc DEPS lib LABELS unit)
+# ciuic_add_test(NAME SRCS a_test.cc DEPS lib LABELS unit [PREFIX name.])
+# PREFIX goes before each discovered test's name (so `ctest -R name` selects the binary's tests).
 function(ciuic_add_test name)
   if(NOT CIUIC_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "PREFIX" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
   target_link_libraries(${name} PRIVATE ciuic_options ciuic_warnings ${ARG_DEPS} GTest::gtest GTest::gtest_main
     GTest::gmock)
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 300)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST TEST_PREFIX "${ARG_PREFIX}"
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 300)
 endfunction()
 
 # ciuic_add_executable(NAME SRCS main.cc DEPS libs)

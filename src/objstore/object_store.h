@@ -47,9 +47,9 @@ struct ObjectInfo {
 };
 
 struct ListOptions {
-  std::string prefix;     // only keys that start with it
-  std::string delimiter;  // "" lists every key; "/" rolls keys up at the next "/" (a directory)
-  std::string start;      // ListPage::next of the page before; "" for the first page
+  std::string prefix;        // only keys that start with it
+  std::string delimiter;     // "" lists every key; "/" rolls keys up at the next "/" (a directory)
+  std::string start;         // ListPage::next of the page before; "" for the first page
   uint32_t max_keys = 1000;  // per page, objects and prefixes together; 1..1000
 };
 
@@ -106,8 +106,9 @@ class ObjectStore {
   Result<std::string> GetAll(std::string_view key);
 };
 
-// Returns OK if `key` is a valid key: 1..1024 bytes, no NUL, no "." or ".." component, not
-// starting with "/" (what both S3 and a directory can hold); else kInvalidArgument naming it.
+// Returns OK if `key` is a valid key: 1..1024 bytes, no NUL, no empty, "." or ".." component
+// (so no "//", no leading or trailing "/"): what both S3 and a directory can hold; else
+// kInvalidArgument naming it.
 Status ValidateKey(std::string_view key);
 
 }  // namespace ciuic::objstore
