@@ -272,12 +272,6 @@ std::string EscapeText(std::string_view text) {
       case '>':
         out.append("&gt;");
         break;
-      case '"':
-        out.append("&quot;");
-        break;
-      case '\'':
-        out.append("&apos;");
-        break;
       default:
         out.push_back(c);
     }

@@ -37,7 +37,8 @@ Result<Element> Parse(std::string_view doc);
 // unknown or unterminated reference is kept as written.
 std::string DecodeEntities(std::string_view text);
 
-// Returns `text` with & < > " ' written as entities (for request bodies).
+// Returns `text` with & < > written as entities: character data of a request body. Quotes are
+// left alone (an ETag is sent as "..."; not every server decodes &quot;).
 std::string EscapeText(std::string_view text);
 
 }  // namespace ciuic::objstore::xml
