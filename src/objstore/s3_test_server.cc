@@ -161,7 +161,10 @@ Result<std::unique_ptr<S3rverProcess>> S3rverProcess::Start(Options opts) {
   const std::string log_path = p->dir_ + "/s3rver.log";
   std::filesystem::create_directories(data_dir);
 
+  // s3rver 3.7.1 makes its ListObjectsV2 continuation tokens with DES, which Node 17+ (OpenSSL
+  // 3) only offers from the legacy provider: without it every truncated listing is a 500.
   std::vector<std::string> args = {"node",
+                                   "--openssl-legacy-provider",
                                    js,
                                    "-d",
                                    data_dir,
