@@ -35,6 +35,14 @@ std::string RandomBytes(size_t n, uint32_t seed) {
   return s;
 }
 
+// Passes when `s` is OK; otherwise fails showing it.
+::testing::AssertionResult IsOk(const Status& s) {
+  if (s.ok()) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << s.ToString();
+}
+
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -240,7 +248,9 @@ S3Options FastOptions(const std::string& endpoint) {
   o.backoff_base = std::chrono::milliseconds(1);
   o.backoff_max = std::chrono::milliseconds(5);
   o.connect_timeout = std::chrono::milliseconds(2000);
-  o.low_speed_time = std::chrono::seconds(1);
+  // Generous: under ASan, on a loaded machine, the scripted server may take a while to take a
+  // 5 MiB part. The stall test sets 1 s.
+  o.low_speed_time = std::chrono::seconds(10);
   return o;
 }
 
@@ -278,7 +288,7 @@ TEST(S3StoreFaultTest, RoundTripOnAMiniServerWithVerifiedSignatures) {
   auto mini = std::make_shared<MiniS3>();
   Harness h = Make([mini](const Request& r) { return mini->Handle(r); });
   const std::string key = "dir/odd key+%ሴ=&?#~.txt";
-  ASSERT_TRUE(h.store->Put(key, "hello world", {.metadata = {{"owner", "me"}}}).ok());
+  ASSERT_TRUE(IsOk(h.store->Put(key, "hello world", {.metadata = {{"owner", "me"}}})));
   EXPECT_EQ(mini->Object(key), "hello world");
   auto info = h.store->Head(key);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -295,11 +305,11 @@ TEST(S3StoreFaultTest, RoundTripOnAMiniServerWithVerifiedSignatures) {
   ASSERT_TRUE(past.ok()) << past.status().ToString();
   EXPECT_EQ(*past, 0u);
   // An empty object: S3 answers a ranged GET with 416, read as 0 bytes.
-  ASSERT_TRUE(h.store->Put("empty", "").ok());
+  ASSERT_TRUE(IsOk(h.store->Put("empty", "")));
   auto empty = h.store->Get("empty", 0, buf);
   ASSERT_TRUE(empty.ok()) << empty.status().ToString();
   EXPECT_EQ(*empty, 0u);
-  ASSERT_TRUE(h.store->Delete(key).ok());
+  ASSERT_TRUE(IsOk(h.store->Delete(key)));
   EXPECT_EQ(h.store->Head(key).status().code(), StatusCode::kNotFound);
   ExpectAllSigned(*h.server);
 }
@@ -313,7 +323,7 @@ TEST(S3StoreFaultTest, SlowDownIsRetriedUntilItPasses) {
     }
     return mini->Handle(r);
   });
-  ASSERT_TRUE(h.store->Put("k", "v").ok());
+  ASSERT_TRUE(IsOk(h.store->Put("k", "v")));
   EXPECT_EQ(mini->Object("k"), "v");
   EXPECT_EQ(h.server->requests().size(), 4u);
   ExpectAllSigned(*h.server);
@@ -346,7 +356,7 @@ TEST(S3StoreFaultTest, RetryableAnswersAreRetried) {
       }
       return mini->Handle(r);
     });
-    EXPECT_TRUE(h.store->Put("k", "v").ok()) << c.code;
+    EXPECT_TRUE(IsOk(h.store->Put("k", "v"))) << c.code;
     EXPECT_EQ(h.server->requests().size(), 2u) << c.code;
   }
 }
@@ -422,7 +432,7 @@ TEST(S3StoreFaultTest, DroppedConnectionsAreRetried) {
     }
     return mini->Handle(r);
   });
-  ASSERT_TRUE(h.store->Put("k", "v").ok());
+  ASSERT_TRUE(IsOk(h.store->Put("k", "v")));
   EXPECT_EQ(h.server->requests().size(), 3u);
 }
 
@@ -433,7 +443,10 @@ TEST(S3StoreFaultTest, StalledServerTimesOutAfterRetries) {
         stall.action = Reply::Action::kStall;
         return stall;
       },
-      [](S3Options& o) { o.max_retries = 1; });
+      [](S3Options& o) {
+        o.max_retries = 1;
+        o.low_speed_time = std::chrono::seconds(1);
+      });
   auto start = std::chrono::steady_clock::now();
   char buf[4];
   Status st = h.store->Get("k", 0, buf).status();
@@ -465,7 +478,7 @@ TEST(S3StoreFaultTest, MultipartUploadIsCompleteAndSigned) {
   auto mini = std::make_shared<MiniS3>();
   Harness h = Make([mini](const Request& r) { return mini->Handle(r); });
   const std::string data = RandomBytes(3 * 5 * kMiB + 17, 1);
-  ASSERT_TRUE(h.store->Put("big", data).ok());
+  ASSERT_TRUE(IsOk(h.store->Put("big", data)));
   EXPECT_EQ(mini->Object("big"), data);
   int parts = 0;
   for (const Request& r : h.server->requests()) {
@@ -524,7 +537,7 @@ TEST(S3StoreFaultTest, ErrorInsideA200CompleteIsRetried) {
     return mini->Handle(r);
   });
   const std::string data = RandomBytes(5 * kMiB + 1, 3);
-  ASSERT_TRUE(h.store->Put("big", data).ok());
+  ASSERT_TRUE(IsOk(h.store->Put("big", data)));
   EXPECT_EQ(mini->Object("big"), data);
   EXPECT_EQ(mini->aborts(), 0);
 }
@@ -533,7 +546,7 @@ TEST(S3StoreFaultTest, ParallelRangedGetsUseIfMatch) {
   auto mini = std::make_shared<MiniS3>();
   Harness h = Make([mini](const Request& r) { return mini->Handle(r); });
   const std::string data = RandomBytes(3 * 5 * kMiB + 123, 4);
-  ASSERT_TRUE(h.store->Put("big", data).ok());
+  ASSERT_TRUE(IsOk(h.store->Put("big", data)));
   std::string got(data.size() + 1000, '\0');
   auto n = h.store->Get("big", 0, std::span<char>(got.data(), got.size()));
   ASSERT_TRUE(n.ok()) << n.status().ToString();
@@ -599,7 +612,7 @@ TEST(S3StoreFaultTest, VirtualHostedRequestsNameTheBucketInHost) {
                      o.connect_to = {"::127.0.0.1:"};
                    });
   ASSERT_TRUE(h.store->virtual_hosted());
-  ASSERT_TRUE(h.store->Put("x/y", "v").ok());
+  ASSERT_TRUE(IsOk(h.store->Put("x/y", "v")));
   auto reqs = h.server->requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].headers["host"], "bkt.s3.localhost:" + std::to_string(h.server->port()));
@@ -612,7 +625,7 @@ TEST(S3StoreFaultTest, SessionTokenIsSentAndSigned) {
   auto mini = std::make_shared<MiniS3>();
   Harness h = Make([mini](const Request& r) { return mini->Handle(r); },
                    [](S3Options& o) { o.credentials.session_token = "TOKEN/abc=="; });
-  ASSERT_TRUE(h.store->Put("k", "v").ok());
+  ASSERT_TRUE(IsOk(h.store->Put("k", "v")));
   auto reqs = h.server->requests();
   ASSERT_EQ(reqs.size(), 1u);
   EXPECT_EQ(reqs[0].headers["x-amz-security-token"], "TOKEN/abc==");

@@ -35,6 +35,14 @@ std::string RandomBytes(size_t n, uint32_t seed) {
   return s;
 }
 
+// Passes when `s` is OK; otherwise fails showing it.
+::testing::AssertionResult IsOk(const Status& s) {
+  if (s.ok()) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << s.ToString();
+}
+
 bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -113,7 +121,7 @@ TEST_F(S3ServerTest, PutHeadGetDelete) {
   const std::string data = RandomBytes(100000, 1);
   PutOptions put;
   put.metadata = {{"owner", "ciuic"}, {"content-kind", "stripe"}};
-  ASSERT_TRUE(store_->Put(key, data, put).ok());
+  ASSERT_TRUE(IsOk(store_->Put(key, data, put)));
 
   auto info = store_->Head(key);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
@@ -143,16 +151,16 @@ TEST_F(S3ServerTest, PutHeadGetDelete) {
   EXPECT_EQ(*n, 0u);
 
   // Replacing the object.
-  ASSERT_TRUE(store_->Put(key, "short").ok());
+  ASSERT_TRUE(IsOk(store_->Put(key, "short")));
   EXPECT_EQ(ReadAll(*store_, key), "short");
 
-  ASSERT_TRUE(store_->Delete(key).ok());
+  ASSERT_TRUE(IsOk(store_->Delete(key)));
   EXPECT_EQ(store_->Head(key).status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(store_->Delete(key).ok());  // deleting what is gone is OK
+  EXPECT_TRUE(IsOk(store_->Delete(key)));  // deleting what is gone is OK
 }
 
 TEST_F(S3ServerTest, EmptyObject) {
-  ASSERT_TRUE(store_->Put("empty", "").ok());
+  ASSERT_TRUE(IsOk(store_->Put("empty", "")));
   auto info = store_->Head("empty");
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->size, 0u);
@@ -171,7 +179,7 @@ TEST_F(S3ServerTest, KeysWithOddBytes) {
       "q?uestion#hash", "amp&eq=sign", "tilde~star*", "dir.with.dots/x",
       "paren(1)'quote'"};
   for (const std::string& key : keys) {
-    ASSERT_TRUE(store_->Put(key, "value of " + key).ok()) << key;
+    ASSERT_TRUE(IsOk(store_->Put(key, "value of " + key))) << key;
   }
   for (const std::string& key : keys) {
     EXPECT_EQ(ReadAll(*store_, key), "value of " + key) << key;
@@ -222,7 +230,7 @@ TEST_F(S3ServerTest, MultipartAtPartBoundaries) {
   for (uint64_t size : {kPart, kPart + 1, 3 * kPart, 3 * kPart + 17}) {
     const std::string key = "mp/" + std::to_string(size);
     const std::string data = RandomBytes(size, static_cast<uint32_t>(size));
-    ASSERT_TRUE(store_->Put(key, data).ok()) << size;
+    ASSERT_TRUE(IsOk(store_->Put(key, data))) << size;
     EXPECT_EQ(ReadAll(*store_, key), data) << size;
     // PutStream takes the same path from a callback.
     const std::string key2 = key + "-stream";
@@ -287,7 +295,7 @@ TEST_F(S3ServerTest, FailedStreamLeavesNoObject) {
 
 TEST_F(S3ServerTest, RangedGetsInParallel) {
   const std::string data = RandomBytes(3 * kPart + 12345, 7);
-  ASSERT_TRUE(store_->Put("ranges", data).ok());
+  ASSERT_TRUE(IsOk(store_->Put("ranges", data)));
   struct Case {
     uint64_t offset;
     uint64_t len;
@@ -323,7 +331,7 @@ TEST_F(S3ServerTest, RangedGetsInParallel) {
 
 TEST_F(S3ServerTest, ListWithDelimiterAndRootIsolation) {
   for (const char* key : {"d/a", "d/b/c", "d/b/d", "d/e/f", "e", "dz"}) {
-    ASSERT_TRUE(store_->Put(key, key).ok());
+    ASSERT_TRUE(IsOk(store_->Put(key, key)));
   }
   ListOptions opts;
   opts.prefix = "d/";
@@ -354,7 +362,7 @@ TEST_F(S3ServerTest, ListWithDelimiterAndRootIsolation) {
   o.root_prefix = root_ + "-other";
   auto other = Open(o);
   ASSERT_NE(other, nullptr);
-  ASSERT_TRUE(other->Put("d/x", "other").ok());
+  ASSERT_TRUE(IsOk(other->Put("d/x", "other")));
   auto other_page = other->List({});
   ASSERT_TRUE(other_page.ok());
   ASSERT_EQ(other_page->objects.size(), 1u);
@@ -435,14 +443,14 @@ TEST_F(S3ServerTest, VirtualHostedAddressing) {
   ASSERT_NE(vhost, nullptr);
   ASSERT_TRUE(vhost->virtual_hosted());
   const std::string data = RandomBytes(kPart + 5, 9);
-  ASSERT_TRUE(vhost->Put("via-vhost", data).ok());
+  ASSERT_TRUE(IsOk(vhost->Put("via-vhost", data)));
   EXPECT_EQ(ReadAll(*vhost, "via-vhost"), data);
   auto page = vhost->List({});
   ASSERT_TRUE(page.ok()) << page.status().ToString();
   ASSERT_EQ(page->objects.size(), 1u);
   // The path-style store sees the same object: it went to the right bucket.
   EXPECT_EQ(ReadAll(*store_, "via-vhost"), data);
-  ASSERT_TRUE(vhost->Delete("via-vhost").ok());
+  ASSERT_TRUE(IsOk(vhost->Delete("via-vhost")));
   EXPECT_EQ(store_->Head("via-vhost").status().code(), StatusCode::kNotFound);
 }
 
