@@ -404,7 +404,7 @@ S3Store::S3Store(S3Options opts) : opts_(std::move(opts)) {
   h.request_timeout = opts_.request_timeout;
   h.connect_to = opts_.connect_to;
   h.verify_tls = opts_.verify_tls;
-  h.max_idle_handles = std::max<size_t>(16, 2 * opts_.parallelism);
+  h.max_idle_handles = std::max<size_t>(16, size_t{2} * opts_.parallelism);
   http_ = std::make_unique<HttpClient>(std::move(h));
   if (opts_.parallelism > 1) {
     workers_ = std::make_unique<ThreadPool>(opts_.parallelism - 1, 4096, "s3-io");

@@ -144,7 +144,7 @@ std::string SignatureProblem(const ScriptedHttpServer::Request& r, const std::st
 
 // ---- S3rverProcess ----
 
-Result<std::unique_ptr<S3rverProcess>> S3rverProcess::Start(Options opts) {
+Result<std::unique_ptr<S3rverProcess>> S3rverProcess::Start(const Options& opts) {
   const char* js_env = getenv("CIUIC_S3RVER_JS");
   std::string js = js_env != nullptr ? js_env : CIUIC_S3RVER_JS;
   if (access(js.c_str(), R_OK) != 0) {

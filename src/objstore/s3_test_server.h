@@ -43,7 +43,7 @@ class S3rverProcess {
   // Starts s3rver with `opts.buckets` created, and returns once it answers a listing of each.
   // kUnavailable (with s3rver's stderr) if it does not start in time; kNotFound if node or
   // s3rver is not installed.
-  static Result<std::unique_ptr<S3rverProcess>> Start(Options opts);
+  static Result<std::unique_ptr<S3rverProcess>> Start(const Options& opts);
   ~S3rverProcess();
   S3rverProcess(const S3rverProcess&) = delete;
   S3rverProcess& operator=(const S3rverProcess&) = delete;
