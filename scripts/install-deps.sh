@@ -9,8 +9,26 @@ PACKAGES=(
   libssl-dev libcurl4-openssl-dev libisal-dev libzstd-dev libcli11-dev libfmt-dev libspdlog-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-pytest python3-fsspec python3-torch python3-torchvision pybind11-dev
+  python3-botocore
   fio procps psmisc rsync sqlite3 tar iproute2 gnuplot-nox python3-matplotlib
 )
+
+# npm's s3rver, the S3-compatible server the objstore tests start (tests/s3/package.json and
+# its package-lock.json). npm ci only when node_modules is missing or older than the lock file.
+install_npm_deps() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/s3"
+  if [ -f "$dir/node_modules/.package-lock.json" ] &&
+    [ ! "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: npm is missing; installing Debian's nodejs and npm"
+    ${SUDO:-} apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends nodejs npm
+  fi
+  echo "install-deps: npm ci in tests/s3"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -21,6 +39,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  install_npm_deps
   exit 0
 fi
 
@@ -32,3 +51,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
+install_npm_deps
