@@ -43,6 +43,10 @@ Status ValidateKey(std::string_view key) {
 
 Result<std::string> ObjectStore::GetAll(std::string_view key) {
   CIUIC_ASSIGN_OR_RETURN(ObjectInfo info, Head(key));
+  if (info.size == 0) {
+    // Nothing to read; a ranged GET of an empty object is what some S3 servers get wrong.
+    return std::string();
+  }
   // One byte more than Head saw, so an object that grew in between is noticed too.
   std::string data(info.size + 1, '\0');
   CIUIC_ASSIGN_OR_RETURN(size_t n, Get(key, 0, std::span<char>(data.data(), data.size())));
@@ -88,6 +92,22 @@ bool IsMetadataNameChar(char c) {
 }
 
 }  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = Utf8SequenceLength(s.substr(i));
+    if (len == 0) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
 
 std::string QuoteKey(std::string_view key) {
   // Keys are at most 1 KiB; a longer (invalid) one is cut so a message stays readable.

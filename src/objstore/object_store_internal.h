@@ -23,6 +23,10 @@ inline constexpr size_t kMaxMetadataBytes = 2048;
 // characters, quotes and backslashes escaped ("\x01").
 std::string QuoteKey(std::string_view key);
 
+// Returns true if `s` is well-formed UTF-8: no stray continuation bytes, overlong forms,
+// UTF-16 surrogates or code points past U+10FFFF.
+bool IsValidUtf8(std::string_view s);
+
 // Returns OK if every metadata name is 1..128 bytes of [a-z0-9-], every value printable ASCII,
 // and names and values come to at most 2 KiB together (what S3 carries in x-amz-meta-*
 // headers); else kInvalidArgument naming it, prefixed by `where` (the store and key).

@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "common/logging.h"
+#include "objstore/object_store_internal.h"
 #include "objstore/s3_xml.h"
 
 namespace ciuic::objstore {
@@ -40,30 +41,34 @@ std::string Printable(std::string_view s) {
   return out;
 }
 
-// Returns why `key` is not a valid key (object_store.h), or "" if it is.
-std::string KeyProblem(std::string_view key) {
-  if (key.empty() || key.size() > kMaxKeyBytes) {
-    return "a key is 1 to 1024 bytes";
+// Returns OK if `key` is a valid key (ValidateKey) that S3 can also hold: S3 keys are UTF-8, so
+// a key that is not well-formed UTF-8 is kInvalidArgument naming it.
+Status CheckS3Key(std::string_view key) {
+  CIUIC_RETURN_IF_ERROR(ValidateKey(key));
+  if (!internal::IsValidUtf8(key)) {
+    return Status::InvalidArgument("invalid object key " + internal::QuoteKey(key) +
+                                   ": S3 keys must be valid UTF-8");
   }
-  if (key.find('\0') != std::string_view::npos) {
-    return "a key holds no NUL byte";
+  return Status::OK();
+}
+
+// Calls `source` for [offset, offset + dst.size()), turning an exception into kInternal and
+// naming the object (`where`) in an error.
+Status ReadSource(const PutSource& source,
+                  uint64_t offset,
+                  std::span<char> dst,
+                  std::string_view where) {
+  Status s;
+  try {
+    s = source(offset, dst);
+  } catch (const std::exception& e) {
+    s = Status::Internal(std::string("put source threw: ") + e.what());
   }
-  if (key.front() == '/') {
-    return "a key does not start with '/'";
+  if (s.ok()) {
+    return s;
   }
-  size_t pos = 0;
-  while (pos <= key.size()) {
-    size_t slash = key.find('/', pos);
-    if (slash == std::string_view::npos) {
-      slash = key.size();
-    }
-    std::string_view seg = key.substr(pos, slash - pos);
-    if (seg == "." || seg == "..") {
-      return "a key has no \".\" or \"..\" component";
-    }
-    pos = slash + 1;
-  }
-  return "";
+  return s.WithContext(std::string(where) + ": put: reading the source at offset " +
+                       std::to_string(offset));
 }
 
 Status CheckMetadata(const std::map<std::string, std::string>& metadata, std::string_view where) {
@@ -295,9 +300,8 @@ Result<std::unique_ptr<S3Store>> S3Store::Open(S3Options opts, const EnvLookup& 
   while (!root.empty() && root.back() == '/') {
     root.remove_suffix(1);
   }
-  if (!root.empty() && !KeyProblem(root).empty()) {
-    return Status::InvalidArgument("s3://" + b + ": root prefix \"" + Printable(root) +
-                                   "\": " + KeyProblem(root));
+  if (!root.empty()) {
+    CIUIC_RETURN_IF_ERROR(CheckS3Key(root).WithContext("s3://" + b + ": root prefix"));
   }
   opts.root_prefix = std::string(root);
   if (opts.part_size < kMinPartSize || opts.part_size > kMaxPartSize) {
@@ -429,13 +433,13 @@ std::string S3Store::DescribeKey(std::string_view full_key) const {
 }
 
 Result<std::string> S3Store::FullKey(std::string_view key) const {
-  std::string problem = KeyProblem(key);
-  if (problem.empty() && prefix_.size() + key.size() > kMaxKeyBytes) {
-    problem = "with the root prefix the key is over 1024 bytes";
-  }
-  if (!problem.empty()) {
-    return Status::InvalidArgument(Describe() + ": invalid key \"" + Printable(key) +
-                                   "\": " + problem);
+  CIUIC_RETURN_IF_ERROR(CheckS3Key(key).WithContext(Describe()));
+  // S3's 1024-byte limit holds for the whole key, root prefix included.
+  if (prefix_.size() + key.size() > kMaxKeyBytes) {
+    return Status::InvalidArgument(Describe() + ": invalid object key " + internal::QuoteKey(key) +
+                                   ": with the root prefix the key is " +
+                                   std::to_string(prefix_.size() + key.size()) +
+                                   " bytes, more than " + std::to_string(kMaxKeyBytes));
   }
   return prefix_ + std::string(key);
 }
@@ -691,7 +695,10 @@ Status S3Store::PutStream(std::string_view key,
     return PutMultipart(full_key, size, source, opts);
   }
   std::string data(size, '\0');
-  CIUIC_RETURN_IF_ERROR(source(0, std::span<char>(data.data(), data.size())));
+  if (size > 0) {
+    CIUIC_RETURN_IF_ERROR(
+        ReadSource(source, 0, std::span<char>(data.data(), data.size()), DescribeKey(full_key)));
+  }
   return Put(key, data, opts);
 }
 
@@ -731,7 +738,8 @@ Status S3Store::PutMultipart(const std::string& full_key,
     const uint64_t offset = i * part;
     const size_t len = static_cast<size_t>(std::min<uint64_t>(part, size - offset));
     std::unique_ptr<char[]> buf(new char[len]);
-    CIUIC_RETURN_IF_ERROR(source(offset, std::span<char>(buf.get(), len)));
+    CIUIC_RETURN_IF_ERROR(
+        ReadSource(source, offset, std::span<char>(buf.get(), len), DescribeKey(full_key)));
     Call put;
     put.op = "UploadPart " + std::to_string(i + 1) + " of " + std::to_string(parts);
     put.method = "PUT";

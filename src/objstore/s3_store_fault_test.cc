@@ -708,12 +708,14 @@ TEST(S3StoreOptionsTest, KeysAndMetadataAreChecked) {
   o.root_prefix = std::string(1000, 'p');
   auto store = S3Store::Open(o, NoEnv());
   ASSERT_TRUE(store.ok());
-  for (const std::string& bad :
-       {std::string(""), std::string("/abs"), std::string("a/./b"), std::string("a/.."),
-        std::string("a\0b", 3), std::string(30, 'k')}) {
+  for (const std::string& bad : {std::string(""), std::string("/abs"), std::string("a/./b"),
+                                 std::string("a/.."), std::string("a\0b", 3), std::string(30, 'k'),
+                                 std::string("a//b"), std::string("not-utf8-\xff")}) {
     Status st = (*store)->Put(bad, "v");
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_TRUE(Contains(st.message(), "invalid key")) << st.message();
+    // ValidateKey's wording, after the store's name.
+    EXPECT_TRUE(Contains(st.message(), (*store)->Describe() + ": invalid object key"))
+        << st.message();
   }
   EXPECT_EQ((*store)->Put("k", "v", {.metadata = {{"Bad_Name", "v"}}}).code(),
             StatusCode::kInvalidArgument);
