@@ -74,7 +74,7 @@ struct ServerShared {
   std::atomic<uint64_t> rejected{0};
   std::atomic<bool> stopping{false};
   std::shared_ptr<BufferPool> pool;
-  ServerHandshake::Config handshake;  // from opts
+  ServerHandshake::Config handshake;    // from opts
   std::shared_ptr<RpcMetrics> metrics;  // null: no metrics
 };
 

@@ -18,7 +18,8 @@ Result<std::unique_ptr<ObjectStore>> OpenS3(const ObjectStoreUrl& u, const Objec
   return std::unique_ptr<ObjectStore>(std::move(store));
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenFile(const ObjectStoreUrl& u, const ObjectStoreConfig& cfg) {
+Result<std::unique_ptr<ObjectStore>> OpenFile(const ObjectStoreUrl& u,
+                                              const ObjectStoreConfig& cfg) {
   LocalDirStore::Options opts;
   opts.create = cfg.create_local_root;
   CIUIC_ASSIGN_OR_RETURN(std::unique_ptr<LocalDirStore> store, LocalDirStore::Open(u.path, opts));
@@ -51,8 +52,10 @@ class SharedMemStore final : public ObjectStore {
   std::shared_ptr<MemObjectStore> s_;
 };
 
-Result<std::unique_ptr<ObjectStore>> OpenMem(const ObjectStoreUrl& u, const ObjectStoreConfig& /*cfg*/) {
-  return std::unique_ptr<ObjectStore>(std::make_unique<SharedMemStore>(SharedMemObjectStore(u.authority)));
+Result<std::unique_ptr<ObjectStore>> OpenMem(const ObjectStoreUrl& u,
+                                             const ObjectStoreConfig& /*cfg*/) {
+  return std::unique_ptr<ObjectStore>(
+      std::make_unique<SharedMemStore>(SharedMemObjectStore(u.authority)));
 }
 
 }  // namespace
