@@ -11,6 +11,7 @@
 
 #include "objstore/s3_store.h"
 #include "objstore/s3_test_server.h"
+#include "objstore/s3_test_util.h"
 #include "objstore/s3_xml.h"
 
 namespace ciuic::objstore {
@@ -22,30 +23,10 @@ using Request = ScriptedHttpServer::Request;
 constexpr uint64_t kMiB = 1 << 20;
 const char kSecret[] = "test/secret+key";
 
-EnvLookup NoEnv() {
-  return [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
-}
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) {
-    c = static_cast<char>(rng());
-  }
-  return s;
-}
-
-// Passes when `s` is OK; otherwise fails showing it.
-::testing::AssertionResult IsOk(const Status& s) {
-  if (s.ok()) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << s.ToString();
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testutil::Contains;
+using testutil::IsOk;
+using testutil::NoEnv;
+using testutil::RandomBytes;
 
 std::map<std::string, std::string> QueryOf(const Request& r) {
   std::map<std::string, std::string> out;

@@ -16,6 +16,7 @@
 #include "objstore/object_store_contract.h"
 #include "objstore/s3_store.h"
 #include "objstore/s3_test_server.h"
+#include "objstore/s3_test_util.h"
 
 namespace ciuic::objstore {
 namespace {
@@ -24,30 +25,10 @@ constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kPart = 5 * kMiB;
 constexpr char kBucket[] = "ciuic-test";
 
-EnvLookup NoEnv() {
-  return [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
-}
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) {
-    c = static_cast<char>(rng());
-  }
-  return s;
-}
-
-// Passes when `s` is OK; otherwise fails showing it.
-::testing::AssertionResult IsOk(const Status& s) {
-  if (s.ok()) {
-    return ::testing::AssertionSuccess();
-  }
-  return ::testing::AssertionFailure() << s.ToString();
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using testutil::Contains;
+using testutil::IsOk;
+using testutil::NoEnv;
+using testutil::RandomBytes;
 
 class S3ServerTest : public ::testing::Test {
  protected:
