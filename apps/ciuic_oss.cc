@@ -76,6 +76,8 @@ int Run(int argc, char** argv) {
   size_t max_open_objects = ciuic::oss::OssServer::Options{}.max_open_objects_per_ost;
   uint32_t writeback_idle_ms = ciuic::oss::OssServer::Options{}.writeback_idle_ms;
   uint32_t tombstone_grace_ms = ciuic::oss::OssServer::Options{}.tombstone_grace_ms;
+  size_t read_pool_mib = ciuic::oss::OssServer::Options{}.read_pool_bytes >> 20;
+  size_t write_pool_mib = ciuic::oss::OssServer::Options{}.write_pool_bytes >> 20;
   app.add_option("--ost", ost_specs, "an OST to serve, INDEX:DIR (repeatable)")->required();
   app.add_option("--listen", listen, "HOST:PORT to serve on (port 0: any free port)")
       ->capture_default_str();
@@ -97,6 +99,12 @@ int Run(int argc, char** argv) {
   app.add_option("--max-open-objects", max_open_objects,
                  "objects kept open per OST (two descriptors each; idle ones beyond it are synced "
                  "and closed)")
+      ->capture_default_str();
+  app.add_option("--read-pool-mib", read_pool_mib,
+                 "MiB of idle read buffers kept for reuse, for the whole OSS (0: none)")
+      ->capture_default_str();
+  app.add_option("--write-pool-mib", write_pool_mib,
+                 "MiB of idle receive buffers kept for reuse, for the whole OSS (0: none)")
       ->capture_default_str();
   app.add_option("--writeback-idle-ms", writeback_idle_ms,
                  "sync objects in the background once not written for this long (0: only on "
@@ -144,6 +152,10 @@ int Run(int argc, char** argv) {
     return Fail("--max-open-objects must be positive");
   o.max_open_objects_per_ost = max_open_objects;
   o.writeback_idle_ms = writeback_idle_ms;
+  if (read_pool_mib > (size_t{1} << 20) || write_pool_mib > (size_t{1} << 20))
+    return Fail("--read-pool-mib and --write-pool-mib must be at most 1048576");
+  o.read_pool_bytes = read_pool_mib << 20;
+  o.write_pool_bytes = write_pool_mib << 20;
   o.tombstone_grace_ms = tombstone_grace_ms;
   o.shm_reads = !no_shm_reads;
   auto path = ciuic::FindClusterFile(cluster_file);

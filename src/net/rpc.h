@@ -149,6 +149,8 @@ class RpcServer {
   void Stop();
   // Closes every connection that authenticated with `key_id` (a revoked key); returns how many.
   size_t CloseConnectionsOfKey(uint32_t key_id);
+  // Idle bytes in the pool that request data is received into (bounded by buffer_pool_bytes).
+  size_t buffer_pool_idle_bytes() const;
   // Tests and fuzzing: hands a request of `type` from an authenticated peer (`role`, `key_id`)
   // with `body` and the data segment `data` to its handler as a connection would, without a
   // socket (the server need not be started). `on_reply` gets the reply, on whichever thread

@@ -635,6 +635,10 @@ void RpcServer::TEST_Dispatch(MsgType type,
   shared.handlers.at(static_cast<uint16_t>(type)).handler(ServerCall(std::move(st)));
 }
 
+size_t RpcServer::buffer_pool_idle_bytes() const {
+  return impl_->shared->pool ? impl_->shared->pool->idle_bytes() : 0;
+}
+
 size_t RpcServer::CloseConnectionsOfKey(uint32_t key_id) {
   return impl_->shared->registry->CloseKey(key_id, fmt::format("key {} revoked", key_id));
 }

@@ -6,8 +6,11 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "net/http_server.h"
+#include "net/rpc.h"
 #include "oss/oss_server.h"
+#include "oss/ost_format.h"
 #include "oss/ost_store.h"
+#include "oss/read_buffer_pool.h"
 
 namespace ciuic::oss {
 namespace {
@@ -65,6 +68,23 @@ void OssServer::RegisterMetrics() {
                 "when spent).",
                 metrics::Type::kGauge, {}, [this](metrics::Emitter& e) {
                   e.Add({}, static_cast<double>(inflight_bytes_.load(std::memory_order_relaxed)));
+                });
+  // Memory kept between requests (docs/design.md, "OSS memory"): each is bounded by an option.
+  r.AddCallback("ciuic_oss_pool_idle_bytes",
+                "Idle buffers kept for reuse: reads land in `read`, request data in `write`.",
+                metrics::Type::kGauge, {"pool"}, [this](metrics::Emitter& e) {
+                  e.Add({"read"}, static_cast<double>(read_pool_ ? read_pool_->idle_bytes() : 0));
+                  e.Add({"write"}, static_cast<double>(rpc_ ? rpc_->buffer_pool_idle_bytes() : 0));
+                });
+  r.AddCallback("ciuic_ost_cached_objects", "Objects an OST keeps open (two fds each).",
+                metrics::Type::kGauge, {"ost"}, [this](metrics::Emitter& e) {
+                  for (const auto& [index, store] : osts_)
+                    e.Add({std::to_string(index)}, static_cast<double>(store->cached_objects()));
+                });
+  r.AddCallback("ciuic_oss_crc_page_bytes",
+                "Checksum pages of open objects held in memory (4 KiB per 2 MiB touched).",
+                metrics::Type::kGauge, {}, [](metrics::Emitter& e) {
+                  e.Add({}, static_cast<double>(OstStore::crc_pages_in_memory() * kCrcPageSize));
                 });
   r.AddCallback("ciuic_oss_shm_reads_total", "Reads answered into a co-located client's memory.",
                 metrics::Type::kCounter, {},

@@ -14,6 +14,7 @@
 #include "net/rpc.h"
 #include "oss/ost_format.h"
 #include "oss/ost_store.h"
+#include "oss/read_buffer_pool.h"
 #include "oss/shm_registry.h"
 
 namespace ciuic::oss {
@@ -64,6 +65,7 @@ Status OssServer::Start() {
     engine_ = own_engine_.get();
   }
   pool_ = std::make_unique<ThreadPool>(2, 4096, "oss-blk");
+  read_pool_ = std::make_shared<ReadBufferPool>(options_.read_pool_bytes);
   for (const auto& [index, dir] : options_.osts) {
     if (osts_.count(index) != 0) {
       return Status::InvalidArgument(fmt::format("OST {} is listed twice", index));
@@ -75,6 +77,7 @@ Status OssServer::Start() {
     o.engine = engine_;
     o.blocking_pool = pool_.get();
     o.max_cached_objects = options_.max_open_objects_per_ost;
+    o.read_pool = read_pool_;
     o.tombstone_grace = std::chrono::milliseconds(options_.tombstone_grace_ms);
     CIUIC_ASSIGN_OR_RETURN(osts_[index], OstStore::Open(std::move(o)));
   }
@@ -83,6 +86,7 @@ Status OssServer::Start() {
   net::RpcServer::Options ro;
   ro.host = options_.host;
   ro.port = options_.port;
+  ro.buffer_pool_bytes = options_.write_pool_bytes;
   ro.secret = options_.secret;
   ro.key_id = options_.key_id;
   ro.cluster_uuid = options_.cluster_uuid;

@@ -47,6 +47,7 @@ class Registry;
 namespace ciuic::oss {
 
 class OstStore;
+class ReadBufferPool;
 class ShmRegistry;
 
 class OssServer {
@@ -68,6 +69,10 @@ class OssServer {
     uint64_t max_inflight_bytes = uint64_t{256} << 20;
     // Open objects kept per OST (two fds each), see OstStore::Options::max_cached_objects.
     size_t max_open_objects_per_ost = 4096;
+    // Idle buffers kept for reuse, for the whole OSS (docs/design.md, "OSS memory"): those that
+    // OST reads land in, and those that request data (writes) is received into.
+    size_t read_pool_bytes = size_t{32} << 20;
+    size_t write_pool_bytes = size_t{64} << 20;
     // Background writeback: objects not written for this long are synced (up to 64 per OST
     // every second) rather than when they are evicted or the client fsyncs. 0 turns it off.
     uint32_t writeback_idle_ms = 5000;
@@ -166,6 +171,7 @@ class OssServer {
   std::unique_ptr<io::IoEngine> own_engine_;
   io::IoEngine* engine_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<ReadBufferPool> read_pool_;  // shared by every OST
   std::map<uint32_t, std::unique_ptr<OstStore>> osts_;
   std::unique_ptr<net::RpcServer> rpc_;
   std::unique_ptr<ShmRegistry> shm_;  // null: no shared-memory reads

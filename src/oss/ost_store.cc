@@ -75,7 +75,16 @@ struct OstStore::WriteOp {
   }
 };
 
-OstStore::OstStore(Options options) : options_(std::move(options)), engine_(options_.engine) {}
+OstStore::OstStore(Options options)
+    : options_(std::move(options)),
+      engine_(options_.engine),
+      read_pool_(options_.read_pool != nullptr ? options_.read_pool
+                                               : std::make_shared<ReadBufferPool>(32u << 20)) {}
+
+size_t OstStore::crc_pages_in_memory() {
+  int64_t n = SlotPage::live.load(std::memory_order_relaxed);
+  return n < 0 ? 0 : static_cast<size_t>(n);
+}
 
 Result<std::unique_ptr<OstStore>> OstStore::Open(Options options) {
   if (options.engine == nullptr)

@@ -86,6 +86,9 @@ class OstStore {
     // Tests only: when set, the tombstone clock reads this many milliseconds instead of the
     // steady clock, so a grace period never depends on how fast the test runs (ASan, load).
     const std::atomic<int64_t>* test_clock_ms = nullptr;
+    // Recycles the buffers reads land in. An OSS passes one pool to all its OSTs, so the idle
+    // memory it keeps is bounded per process, not per OST. Null: the store makes its own.
+    std::shared_ptr<ReadBufferPool> read_pool;
   };
 
   // Opens (formatting on first use) the OST at `options.dir`, locks it, and recovers from an
@@ -168,6 +171,12 @@ class OstStore {
   // Makes the next Close() behave like a crash: no sync, no clean-shutdown marker.
   void TEST_SkipCleanShutdown() { skip_clean_shutdown_ = true; }
   size_t TEST_CachedObjects();
+  // Memory the store keeps between requests (metrics; docs/design.md, "OSS memory"): open
+  // objects (at most max_cached_objects unless in use) and the checksum pages of all stores in
+  // this process (4 KiB each, one per 2 MiB of a cached object that was touched).
+  size_t cached_objects() { return TEST_CachedObjects(); }
+  static size_t crc_pages_in_memory();
+  size_t read_pool_idle_bytes() const { return read_pool_->idle_bytes(); }
   // Objects closed by the cache so far, and how many of them had to be synced first.
   uint64_t TEST_Evictions() const { return evictions_.load(); }
   uint64_t TEST_DirtyEvictions() const { return dirty_evictions_.load(); }
@@ -264,7 +273,7 @@ class OstStore {
   io::FileHandle stamp_fh_ = -1;
   bool direct_io_ = true;
   std::unique_ptr<DirtyLog> dirty_log_;
-  std::shared_ptr<ReadBufferPool> read_pool_ = std::make_shared<ReadBufferPool>(32u << 20);
+  std::shared_ptr<ReadBufferPool> read_pool_;
 
   std::mutex cache_mu_;
   std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> cache_;  // guarded by cache_mu_

@@ -1,6 +1,7 @@
 // Internal state of OstStore shared by its .cc files. Not part of any public API.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -19,6 +20,13 @@ namespace ciuic::oss {
 // One slot page of a checksum file: 512 blocks x (slot 0, slot 1), stored values (XORed with
 // ZeroBlockCrc, so 0 means "zero block").
 struct OstStore::SlotPage {
+  SlotPage() { live.fetch_add(1, std::memory_order_relaxed); }
+  ~SlotPage() { live.fetch_sub(1, std::memory_order_relaxed); }
+  SlotPage(const SlotPage&) = delete;
+  SlotPage& operator=(const SlotPage&) = delete;
+
+  // Pages in memory in this process, over every store (OstStore::crc_pages_in_memory()).
+  static inline std::atomic<int64_t> live{0};
   uint32_t v[kBlocksPerCrcPage * 2] = {};
 };
 
