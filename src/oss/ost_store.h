@@ -154,6 +154,9 @@ class OstStore {
   Status Sync(std::vector<ObjectId> ids);
   Status Punch(const ObjectId& id, uint64_t length);
   Status Destroy(const ObjectId& id);
+  // Deletes the object and its checksum file, durably, WITHOUT a tombstone: HSM release, whose
+  // file lives on and whose object a restore writes again. Idempotent.
+  Status Release(const ObjectId& id);
   // Destroys many objects with one directory sync for all of them (the MDS's destroy tasks after
   // a large data set is removed): a directory fsync per object would take the disk from every
   // other writer. (*results)[i] is the outcome of ids[i]; each is durable once this returns.
@@ -235,7 +238,8 @@ class OstStore {
   Status SyncObjects(const std::vector<ObjectRef>& objs);
   Status PunchImpl(const ObjectId& id, uint64_t length);
   // sync_dir: make the removal durable now (else the caller syncs the objects directory).
-  Status DestroyImpl(const ObjectId& id, bool sync_dir = true);
+  // tombstone: refuse later writes (destroy); false for an HSM release.
+  Status DestroyImpl(const ObjectId& id, bool sync_dir = true, bool tombstone = true);
   void AcquireExclusive(const ObjectRef& obj, std::function<void()> fn);
   void ReleaseExclusive(const ObjectRef& obj);
   void AcquireExclusiveBlocking(const ObjectRef& obj);

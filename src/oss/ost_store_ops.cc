@@ -262,21 +262,23 @@ void OstStore::DestroyAsync(const ObjectId& id, StatusCallback cb) {
   }
 }
 
-Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir) {
+Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir, bool tombstone) {
   const std::string data_path = ObjectPath(id);
   ObjectRef obj;
   {
     // Under load_mu_ no load can recreate the object between the tombstone and the removal.
     std::lock_guard<std::mutex> load_lock(load_mu_);
-    const std::string tomb_path = data_path + std::string(kTombstoneSuffix);
-    // A repeated destroy finds its tombstone: queued for collection once, not per destroy.
-    const bool had_tombstone = engine_->StatPath(tomb_path).ok();
-    Result<io::FileHandle> tomb = OpenObjectFile(tomb_path, O_RDWR | O_CREAT);
-    if (!tomb.ok())
-      return OstError(tomb.status(), &id, "destroy");
-    engine_->Close(*tomb).IgnoreError();  // empty file; its name is what counts
-    if (!had_tombstone)
-      NoteTombstone(id.FileName() + std::string(kTombstoneSuffix));
+    if (tombstone) {
+      const std::string tomb_path = data_path + std::string(kTombstoneSuffix);
+      // A repeated destroy finds its tombstone: queued for collection once, not per destroy.
+      const bool had_tombstone = engine_->StatPath(tomb_path).ok();
+      Result<io::FileHandle> tomb = OpenObjectFile(tomb_path, O_RDWR | O_CREAT);
+      if (!tomb.ok())
+        return OstError(tomb.status(), &id, "destroy");
+      engine_->Close(*tomb).IgnoreError();  // empty file; its name is what counts
+      if (!had_tombstone)
+        NoteTombstone(id.FileName() + std::string(kTombstoneSuffix));
+    }
     std::lock_guard<std::mutex> lock(cache_mu_);
     auto it = cache_.find(id);
     if (it != cache_.end()) {
@@ -314,6 +316,23 @@ Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir) {
 
 Status OstStore::Destroy(const ObjectId& id) {
   return Wait<Status>([&](StatusCallback cb) { DestroyAsync(id, std::move(cb)); });
+}
+
+Status OstStore::Release(const ObjectId& id) {
+  return Wait<Status>([&](StatusCallback cb) {
+    if (!BeginOp()) {
+      cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
+      return;
+    }
+    auto task = std::make_shared<StatusCallback>(std::move(cb));
+    if (!RunBlocking([this, id, task] {
+          (*task)(DestroyImpl(id, /*sync_dir=*/true, /*tombstone=*/false));
+          EndOp();
+        })) {
+      (*task)(Status::Unavailable(fmt::format("OST {}: blocking queue full", options_.index)));
+      EndOp();
+    }
+  });
 }
 
 void OstStore::DestroyMany(const std::vector<ObjectId>& ids, std::vector<Status>* results) {

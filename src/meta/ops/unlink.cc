@@ -72,6 +72,8 @@ Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
   const Fid fid = ToFid(rec.attr().fid());
   t.Delete(Cf::kInodes, InodeKey(fid));
   t.Delete(Cf::kSystem, OrphanKey(fid));
+  // The archived copy, if any, is left in the cold tier (docs/design.md "HSM").
+  t.Delete(Cf::kSystem, HsmKey(fid));
   std::vector<std::string> xattrs;
   const std::string prefix = XattrPrefix(fid);
   CIUIC_RETURN_IF_ERROR(
