@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "client/file_impl.h"
+#include "client/hsm.h"
 #include "client/path.h"
 #include "common/logging.h"
 #include "net/pb_convert.h"
@@ -216,7 +217,7 @@ Result<std::unique_ptr<File>> ClientImpl::FinishOpen(
   if (attr.hsm_released()) {
     // Released to the cold tier: the whole file comes back before the first read or write
     // (docs/design.md "HSM"; restoring only the ranges read is not done yet).
-    Status st = HsmRun(fid, norm, /*op=restore*/ 3);
+    Status st = HsmRun(fid, norm, kHsmOpRestore);
     if (!st.ok()) {
       pb::CloseReq req;
       net::ToPb(fid, req.mutable_fid());

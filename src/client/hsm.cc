@@ -2,6 +2,8 @@
 // move the bytes. HsmBegin on the MDS (checks, marks the file busy, returns the layout), one
 // kHsmObj per stripe object on the OSSes (all at once), then HsmEnd on the MDS, which records
 // the outcome. A client that dies in between leaves the file as it was.
+#include "client/hsm.h"
+
 #include <fmt/format.h>
 
 #include "client/client_core.h"
@@ -30,11 +32,11 @@ const char* HsmStateName(HsmState s) {
 namespace client {
 namespace {
 
-// HsmBeginReq.op and HsmObjReq.op (src/proto/ciuic.proto).
-constexpr uint32_t kOpArchive = 1;
-constexpr uint32_t kOpRelease = 2;
-constexpr uint32_t kOpRestore = 3;
-constexpr uint32_t kOpRemove = 4;
+constexpr uint32_t kOpArchive = kHsmOpArchive;
+constexpr uint32_t kOpRelease = kHsmOpRelease;
+constexpr uint32_t kOpRestore = kHsmOpRestore;
+constexpr uint32_t kOpRemove = kHsmOpRemove;
+// HsmObjReq.op (src/proto/ciuic.proto).
 constexpr uint32_t kObjArchive = 1;
 constexpr uint32_t kObjVerify = 2;
 constexpr uint32_t kObjRestore = 3;
@@ -106,11 +108,31 @@ Status RunObjects(ClientCore* core,
 }  // namespace
 
 Status ClientImpl::HsmRun(const Fid& fid, const std::string& name, uint32_t op) {
+  return HsmRunFid(core_.get(), fid, name, op);
+}
+
+Status RestoreIfReleased(ClientCore* core,
+                         const Fid& fid,
+                         const std::string& name,
+                         bool* restored) {
+  *restored = false;
+  pb::GetAttrReq req;
+  net::ToPb(fid, req.mutable_fid());
+  pb::GetAttrResp resp;
+  CIUIC_RETURN_IF_ERROR(core->Mds(net::MsgType::kGetAttr, &req, &resp, false).WithContext(name));
+  if (!resp.attr().hsm_released())
+    return Status::OK();
+  CIUIC_RETURN_IF_ERROR(HsmRunFid(core, fid, name, kHsmOpRestore));
+  *restored = true;
+  return Status::OK();
+}
+
+Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint32_t op) {
   pb::HsmBeginReq breq;
   net::ToPb(fid, breq.mutable_fid());
   breq.set_op(op);
   pb::HsmBeginResp begin;
-  CIUIC_RETURN_IF_ERROR(core_->Mds(net::MsgType::kHsmBegin, &breq, &begin, true).WithContext(name));
+  CIUIC_RETURN_IF_ERROR(core->Mds(net::MsgType::kHsmBegin, &breq, &begin, true).WithContext(name));
   if (begin.nothing_to_do())
     return Status::OK();
   const std::vector<ObjRef> objs = ObjectsOf(fid, begin.layout());
@@ -122,23 +144,21 @@ Status ClientImpl::HsmRun(const Fid& fid, const std::string& name, uint32_t op) 
     req.set_failed(failed);
     req.set_copy_bad(copy_bad);
     req.set_backend(backend);
-    return core_->Mds(net::MsgType::kHsmEnd, &req, resp, true);
+    return core->Mds(net::MsgType::kHsmEnd, &req, resp, true);
   };
   std::string backend;
   Status copied;
   switch (op) {
     case kOpArchive:
-      copied = RunObjects(core_.get(), objs, kObjArchive, begin.data_version(), &backend);
+      copied = RunObjects(core, objs, kObjArchive, begin.data_version(), &backend);
       break;
     case kOpRelease:
       // The OSSes re-read the archived CRCs and compare them with the objects' blocks: nothing
       // is released without a complete copy of exactly these bytes.
-      copied =
-          RunObjects(core_.get(), objs, kObjVerify, begin.record().archived_version(), nullptr);
+      copied = RunObjects(core, objs, kObjVerify, begin.record().archived_version(), nullptr);
       break;
     case kOpRestore:
-      copied =
-          RunObjects(core_.get(), objs, kObjRestore, begin.record().archived_version(), nullptr);
+      copied = RunObjects(core, objs, kObjRestore, begin.record().archived_version(), nullptr);
       break;
     default:
       break;  // remove: the copy goes after the MDS forgot it
@@ -166,14 +186,14 @@ Status ClientImpl::HsmRun(const Fid& fid, const std::string& name, uint32_t op) 
   if (!st.ok()) {
     if (op == kOpArchive && st.code() == StatusCode::kBusy) {
       // Changed while copied: the copy is of no version anyone will name.
-      RunObjects(core_.get(), objs, kObjRemove, begin.data_version(), nullptr).IgnoreError();
+      RunObjects(core, objs, kObjRemove, begin.data_version(), nullptr).IgnoreError();
     }
     return st.WithContext(name);
   }
   if (resp.stale_version() != 0) {
     // An older copy (archive) or the removed one: the MDS no longer names it.
     std::vector<ObjRef> stale = ObjectsOf(fid, resp.layout());
-    Status rm = RunObjects(core_.get(), stale, kObjRemove, resp.stale_version(), nullptr);
+    Status rm = RunObjects(core, stale, kObjRemove, resp.stale_version(), nullptr);
     if (!rm.ok() && op == kOpRemove)
       return rm.WithContext(fmt::format("{}: removing the archived copy", name));
   }

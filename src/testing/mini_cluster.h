@@ -53,7 +53,7 @@ struct MiniClusterOptions {
   bool power_loss = false;
   // The OSSes' cold tier (HSM): an objstore URL; "" = mem://<cluster uuid>, an in-memory store
   // of this process (SharedMemObjectStore) that outlives server restarts and power cuts.
-  std::string cold_tier_url;
+  std::string cold_tier_url = {};
 };
 
 class MiniCluster {

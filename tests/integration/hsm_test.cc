@@ -166,6 +166,32 @@ TEST(HsmTest, ArchiveReleaseReadGivesTheSameBytesAndFreesTheObjects) {
   EXPECT_TRUE(*got2 == data);
 }
 
+// Data-set reads skip the MDS (Client::OpenResolved, the loader's path): a released file read
+// from a layout resolved before the release is restored too, not read as holes.
+TEST(HsmTest, AReadFromAResolvedLayoutRestoresAReleasedFile) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  const std::string data = Pattern(600000, 9);
+  ASSERT_TRUE(WriteStriped(*c, "/ds", data).ok());
+  auto st = c->Stat("/ds");
+  ASSERT_TRUE(st.ok());
+  const FileId id{st->ino, st->fid_mds, st->fid_ver};
+  auto layout = c->GetLayoutAt(id);
+  ASSERT_TRUE(layout.ok());
+  ASSERT_TRUE(c->HsmArchive("/ds").ok());
+  ASSERT_TRUE(c->HsmRelease("/ds").ok());
+  ASSERT_TRUE(WaitObjectsGone(*cluster, *st));
+  auto f = c->OpenResolved(id, *layout, st->size, "/ds");
+  ASSERT_TRUE(f.ok());
+  std::string got(data.size(), '\0');
+  auto n = (*f)->Pread(got.data(), got.size(), 0);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, data.size());
+  EXPECT_TRUE(got == data);
+  EXPECT_EQ(StateOf(*c, "/ds"), HsmState::kArchived);
+}
+
 TEST(HsmTest, AWriteMakesItDirtyAndANewArchiveReplacesTheOldCopy) {
   auto cluster = StartCluster();
   ASSERT_NE(cluster, nullptr);
