@@ -119,8 +119,9 @@ Status RestoreIfReleased(ClientCore* core,
   pb::GetAttrReq req;
   net::ToPb(fid, req.mutable_fid());
   pb::GetAttrResp resp;
-  CIUIC_RETURN_IF_ERROR(core->Mds(net::MsgType::kGetAttr, &req, &resp, false).WithContext(name));
-  if (!resp.attr().hsm_released())
+  // A file that is gone (or an MDS that cannot say) is not a released one: the caller keeps
+  // its own error.
+  if (!core->Mds(net::MsgType::kGetAttr, &req, &resp, false).ok() || !resp.attr().hsm_released())
     return Status::OK();
   CIUIC_RETURN_IF_ERROR(HsmRunFid(core, fid, name, kHsmOpRestore));
   *restored = true;

@@ -23,7 +23,9 @@ inline constexpr uint32_t kHsmOpRemove = 4;
 Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint32_t op);
 
 // Asks the MDS whether `fid` is released and, if so, restores it (*restored = true). For reads
-// that skip the MDS (OpenResolved): their missing object may mean "released". Blocking.
+// that skip the MDS (OpenResolved): their missing object may mean "released". OK with
+// *restored = false when the file is not released, is gone, or the MDS cannot be asked; the
+// restore's error otherwise. Blocking.
 Status RestoreIfReleased(ClientCore* core, const Fid& fid, const std::string& name, bool* restored);
 
 }  // namespace ciuic::client
