@@ -20,6 +20,10 @@ CLUSTER = None
 MNT = None
 
 
+def hsm(*args):
+    return CLUSTER.ciuic("--cluster", CLUSTER.conf, "hsm", *args)
+
+
 def cold_files():
     out = []
     for root, _, files in os.walk(os.path.join(CLUSTER.cdir, "cold")):
@@ -33,28 +37,28 @@ class HsmMountTest(unittest.TestCase):
         data = os.urandom((2 << 20) + 99)
         with open(p, "wb") as f:
             f.write(data)
-        CLUSTER.ciuic("hsm", "archive", p)
-        CLUSTER.ciuic("hsm", "release", p)
-        self.assertIn("released", CLUSTER.ciuic("hsm", "state", p).stdout)
+        hsm("archive", p)
+        hsm("release", p)
+        self.assertIn("released", hsm("state", p).stdout)
         self.assertEqual(os.stat(p).st_size, len(data))
         with open(p, "rb") as f:
             self.assertEqual(f.read(), data)
-        self.assertIn("archived", CLUSTER.ciuic("hsm", "state", p).stdout)
+        self.assertIn("archived", hsm("state", p).stdout)
 
     def test_write_to_released_file_through_the_mount(self):
         p = os.path.join(MNT, "w.bin")
         data = bytearray(os.urandom(300000))
         with open(p, "wb") as f:
             f.write(data)
-        CLUSTER.ciuic("hsm", "archive", p)
-        CLUSTER.ciuic("hsm", "release", p)
+        hsm("archive", p)
+        hsm("release", p)
         with open(p, "r+b") as f:
             f.seek(150000)
             f.write(b"PATCH")
         data[150000:150005] = b"PATCH"
         with open(p, "rb") as f:
             self.assertEqual(f.read(), bytes(data))
-        self.assertIn("dirty", CLUSTER.ciuic("hsm", "state", p).stdout)
+        self.assertIn("dirty", hsm("state", p).stdout)
 
     def test_corrupt_copy_is_eio_for_the_reader(self):
         # Written with the CLI, never read through the mount: no page of it is in the
@@ -63,11 +67,11 @@ class HsmMountTest(unittest.TestCase):
         with open(src, "wb") as f:
             f.write(os.urandom(100000))
         before = set(cold_files())
-        CLUSTER.ciuic("put", src, "/bad.bin")
-        CLUSTER.ciuic("hsm", "archive", "/bad.bin")
+        CLUSTER.ciuic("--cluster", CLUSTER.conf, "put", src, "/bad.bin")
+        hsm("archive", "/bad.bin")
         new = [f for f in cold_files() if f not in before and not f.endswith(".crc")]
         self.assertEqual(len(new), 1, new)
-        CLUSTER.ciuic("hsm", "release", "/bad.bin")
+        hsm("release", "/bad.bin")
         with open(new[0], "rb") as f:
             blob = bytearray(f.read())
         blob[5000] ^= 0xff
@@ -78,7 +82,7 @@ class HsmMountTest(unittest.TestCase):
             with open(os.path.join(MNT, "bad.bin"), "rb") as f:
                 f.read()
         self.assertEqual(cm.exception.errno, errno.EIO)
-        self.assertIn("lost", CLUSTER.ciuic("hsm", "state", "/bad.bin").stdout)
+        self.assertIn("lost", hsm("state", "/bad.bin").stdout)
 
 
 def main():
