@@ -345,6 +345,49 @@ TEST(HsmTest, ReleaseAndRemoveAreRefusedWhenTheyWouldLoseData) {
   EXPECT_EQ(c->HsmRelease("/r").code(), StatusCode::kInvalidArgument);
 }
 
+// Client keys (capabilities on every OSS request): a tenant archives and releases its own file;
+// a read-only key may read (so restore) a released file but not archive or release one.
+TEST(HsmTest, ClientKeysUseCapabilitiesAndReadOnlyKeysOnlyRestore) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto admin = Connect(cluster.get());
+  ASSERT_TRUE(admin->Mkdir("/t", 0777).ok());
+  pb::ClientKeyRecord rules;
+  rules.set_name("tenant");
+  auto file = cluster->AddClientKey(rules);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ClientOptions o;
+  o.cluster_file = *file;
+  o.uid = 1000;
+  o.gid = 1000;
+  auto tenant = cluster->NewClient(o);
+  ASSERT_TRUE(tenant.ok()) << tenant.status().ToString();
+  const std::string data = Pattern(250000, 11);
+  ASSERT_TRUE(WriteStriped(**tenant, "/t/mine", data).ok());
+  ASSERT_TRUE((*tenant)->HsmArchive("/t/mine").ok());
+  ASSERT_TRUE((*tenant)->HsmRelease("/t/mine").ok());
+  EXPECT_EQ(*(*tenant)->ReadFile("/t/mine"), data);
+  ASSERT_TRUE((*tenant)->Chmod("/t/mine", 0644).ok());
+  ASSERT_TRUE((*tenant)->HsmRelease("/t/mine").ok());
+
+  pb::ClientKeyRecord ro;
+  ro.set_name("reader");
+  ro.set_read_only(true);
+  auto ro_file = cluster->AddClientKey(ro);
+  ASSERT_TRUE(ro_file.ok());
+  o.cluster_file = *ro_file;
+  o.uid = 2000;
+  o.gid = 2000;
+  auto reader = cluster->NewClient(o);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->HsmArchive("/t/mine").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*reader)->HsmRelease("/t/mine").code(), StatusCode::kPermissionDenied);
+  auto got = (*reader)->ReadFile("/t/mine");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+  EXPECT_EQ(StateOf(**reader, "/t/mine"), HsmState::kArchived);
+}
+
 // Power cuts at varying points of archive + release, of the whole cluster, of the MDS alone and
 // of one OSS alone: a file is never released without a complete copy, and its bytes always read
 // back. (Each round prints where its cut left the file.)

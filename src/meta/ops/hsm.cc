@@ -181,6 +181,13 @@ Status MetaService::Apply(Txn& t, const pb::HsmBeginReq& req, pb::HsmBeginResp* 
   busy.expires_ms = now + kBusyMs;
   hsm_busy_[fid] = busy;
   resp->set_token(busy.token);
+  // A group that fails to commit never answered this Begin: the file is not busy after all.
+  t.OnAbort([this, fid, token = busy.token] {
+    std::lock_guard<std::mutex> l(hsm_mu_);
+    auto it = hsm_busy_.find(fid);
+    if (it != hsm_busy_.end() && it->second.token == token)
+      hsm_busy_.erase(it);
+  });
   return Status::OK();
 }
 
