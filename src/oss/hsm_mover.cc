@@ -226,11 +226,17 @@ Result<uint64_t> HsmMover::Verify(OstStore* ost, const ObjectId& id, uint64_t ve
   return length;
 }
 
+ObjectId HsmStagingId(const ObjectId& id) {
+  return ObjectId{Fid{id.fid.seq, id.fid.mds, id.fid.ver | kHsmStagingVer}, id.comp, id.stripe};
+}
+
 Result<uint64_t> HsmMover::Restore(OstStore* ost, const ObjectId& id, uint64_t version) {
   CIUIC_ASSIGN_OR_RETURN(ArchivedCrcs c, LoadCrcs(id, version));
   const std::string key = HsmObjectKey(uuid_, id, version);
-  // Whatever a restore cut short left is replaced.
-  CIUIC_RETURN_IF_ERROR(ost->Punch(id, 0));
+  // The copy is written under a staging name and adopted whole once synced: a reader that
+  // skips the MDS (OpenResolved) sees the object absent or complete, never half restored.
+  const ObjectId staging = HsmStagingId(id);
+  CIUIC_RETURN_IF_ERROR(ost->Release(staging));  // what a restore cut short left
   for (uint64_t off = 0; off < c.length; off += kChunk) {
     const uint64_t len = std::min(kChunk, c.length - off);
     AlignedBuffer buf(len);
@@ -254,11 +260,16 @@ Result<uint64_t> HsmMover::Restore(OstStore* ost, const ObjectId& id, uint64_t v
       }
     }
     std::promise<Result<uint64_t>> done;
-    ost->WriteAsync(id, off, &buf, [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
+    ost->WriteAsync(staging, off, &buf, [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
     CIUIC_RETURN_IF_ERROR(done.get_future().get().status());
   }
-  if (c.length > 0)
-    CIUIC_RETURN_IF_ERROR(ost->Sync({id}));
+  if (c.length == 0) {
+    // An empty object is no object.
+    CIUIC_RETURN_IF_ERROR(ost->Release(id));
+    return c.length;
+  }
+  CIUIC_RETURN_IF_ERROR(ost->Sync({staging}));
+  CIUIC_RETURN_IF_ERROR(ost->Adopt(staging, id));
   return c.length;
 }
 

@@ -36,6 +36,11 @@ struct ArchivedCrcs {
   std::vector<uint32_t> crcs;  // CRC32C of each 4 KiB block, the last one zero-padded
 };
 
+// A restore writes the object under this name (the FID's version with its top bit set, which
+// no file has), then adopts it whole (OstStore::Adopt).
+inline constexpr uint32_t kHsmStagingVer = 0x80000000u;
+ObjectId HsmStagingId(const ObjectId& id);
+
 // "<uuid>/<mds>:<seq>:<ver>/<data_version>/<comp>.<stripe>" (FID parts in hex with 0x).
 std::string HsmObjectKey(std::string_view cluster_uuid, const ObjectId& id, uint64_t version);
 // The key of the object's CRCs: HsmObjectKey + ".crc".
@@ -60,8 +65,9 @@ class HsmMover {
   // object's blocks now. kCorruption "... differs from its archived copy" on a mismatch,
   // kNotFound when the copy is missing.
   Result<uint64_t> Verify(OstStore* ost, const ObjectId& id, uint64_t version);
-  // Replaces the OST object with the archived copy of `version`, verifying every block, and
-  // syncs it. kCorruption naming the key on a bad block, kNotFound when the copy is missing.
+  // Replaces the OST object with the archived copy of `version`, verifying every block: written
+  // and synced under HsmStagingId(id), then adopted whole, so nobody ever reads a half-restored
+  // object. kCorruption naming the key on a bad block, kNotFound when the copy is missing.
   Result<uint64_t> Restore(OstStore* ost, const ObjectId& id, uint64_t version);
   // Deletes the archived copy of `version` (CRCs first, so a half-removed copy is incomplete).
   Status Remove(const ObjectId& id, uint64_t version);

@@ -176,6 +176,31 @@ TEST_F(HsmMoverTest, ArchiveKeepsAMatchingCopyAndReplacesAStaleLeftover) {
   EXPECT_EQ(store_.Head(HsmCrcKey(kUuid, id_, 4)).status().code(), StatusCode::kNotFound);
 }
 
+// A restore writes under the staging name and adopts the object whole: a leftover staging
+// object of a cut restore is replaced, and none remains afterwards; the object survives a
+// power cut once Restore returned.
+TEST_F(HsmMoverTest, RestoreStagesTheObjectAndAdoptsItWhole) {
+  const std::string data = RandomBytes(5 << 20, 5);
+  WriteObject(id_, data);
+  ASSERT_TRUE(mover_.Archive(ost_.get(), id_, 1).ok());
+  ASSERT_TRUE(ost_->Release(id_).ok());
+  const ObjectId staging = HsmStagingId(id_);
+  EXPECT_NE(staging.FileName(), id_.FileName());
+  WriteObject(staging, "half of an earlier restore");
+  EXPECT_FALSE(ost_->Stat(id_)->exists);
+  ASSERT_TRUE(mover_.Restore(ost_.get(), id_, 1).ok());
+  EXPECT_FALSE(ost_->Stat(staging)->exists);
+  EXPECT_EQ(ReadObject(id_), data);
+  // Durable: a power cut right after keeps the adopted object whole.
+  ost_->TEST_SkipCleanShutdown();
+  ost_.reset();
+  engine_.SimulatePowerLoss();
+  SetUp();
+  EXPECT_EQ(ReadObject(id_), data);
+  EXPECT_TRUE(ost_->VerifyRange(id_, 0, data.size()).ok());
+  EXPECT_FALSE(ost_->Stat(staging)->exists);
+}
+
 // An OST block that fails its own checksum is never archived.
 TEST_F(HsmMoverTest, ArchiveRefusesACorruptOstObject) {
   WriteObject(id_, RandomBytes(8192, 4));

@@ -318,6 +318,70 @@ Status OstStore::Destroy(const ObjectId& id) {
   return Wait<Status>([&](StatusCallback cb) { DestroyAsync(id, std::move(cb)); });
 }
 
+OstStore::ObjectRef OstStore::UncacheLocked(const ObjectId& id) {
+  ObjectRef obj;
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  auto it = cache_.find(id);
+  if (it != cache_.end()) {
+    obj = std::move(it->second);
+    lru_.erase(obj->lru_pos);
+    cache_.erase(it);
+  } else if (auto ev = evicting_.find(id); ev != evicting_.end()) {
+    obj = std::move(ev->second);
+    evicting_.erase(ev);
+  }
+  return obj;
+}
+
+Status OstStore::AdoptImpl(const ObjectId& from, const ObjectId& to) {
+  // Whatever `to` holds goes (never with a tombstone: `to` is about to exist again).
+  CIUIC_RETURN_IF_ERROR(DestroyImpl(to, /*sync_dir=*/false, /*tombstone=*/false));
+  ObjectRef obj;
+  {
+    std::lock_guard<std::mutex> load_lock(load_mu_);
+    obj = UncacheLocked(from);
+  }
+  if (obj != nullptr) {
+    // Nobody may write the old name once its files moved.
+    AcquireExclusiveBlocking(obj);
+    {
+      std::lock_guard<std::mutex> lock(obj->mu);
+      obj->destroyed = true;
+    }
+    ReleaseExclusive(obj);
+    obj.reset();
+  }
+  const std::string from_path = ObjectPath(from);
+  const std::string to_path = ObjectPath(to);
+  {
+    // Under load_mu_ no load of `to` sees the checksum file without the data file... and one
+    // that ran before sees no object at all.
+    std::lock_guard<std::mutex> load_lock(load_mu_);
+    CIUIC_RETURN_IF_ERROR(OstError(
+        engine_->Rename(from_path + std::string(kCrcSuffix), to_path + std::string(kCrcSuffix)),
+        &to, "adopt checksum file"));
+    CIUIC_RETURN_IF_ERROR(OstError(engine_->Rename(from_path, to_path), &to, "adopt data file"));
+  }
+  return OstError(engine_->SyncDir(objects_dir_), &to, "adopt");
+}
+
+Status OstStore::Adopt(const ObjectId& from, const ObjectId& to) {
+  return Wait<Status>([&](StatusCallback cb) {
+    if (!BeginOp()) {
+      cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
+      return;
+    }
+    auto task = std::make_shared<StatusCallback>(std::move(cb));
+    if (!RunBlocking([this, from, to, task] {
+          (*task)(AdoptImpl(from, to));
+          EndOp();
+        })) {
+      (*task)(Status::Unavailable(fmt::format("OST {}: blocking queue full", options_.index)));
+      EndOp();
+    }
+  });
+}
+
 Status OstStore::Release(const ObjectId& id) {
   return Wait<Status>([&](StatusCallback cb) {
     if (!BeginOp()) {
