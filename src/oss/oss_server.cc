@@ -28,6 +28,7 @@ constexpr uint64_t kFullThreshold = uint64_t{64} << 20;
 constexpr uint32_t kTaskDestroy = 1;
 constexpr uint32_t kTaskPunch = 2;
 constexpr uint32_t kTaskRelease = 3;
+constexpr uint32_t kTaskDropCopy = 4;  // HSM: delete the archived copy (version = length)
 // HsmObjReq.op
 constexpr uint32_t kHsmArchive = 1;
 constexpr uint32_t kHsmVerify = 2;
@@ -516,6 +517,39 @@ void OssServer::HandleObjStat(net::ServerCall call) {
   });
 }
 
+void OssServer::RunDropCopyTask(const pb::OstTask& task) {
+  const uint64_t id = task.id();
+  if (mover_ == nullptr) {
+    // No cold tier here: there is no copy this OSS could delete.
+    LOG_WARN("OST {} task {}: no cold tier to delete an archived copy from", task.ost(), id);
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    hsm_tasks_done_.push_back(id);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    if (!hsm_tasks_running_.insert(id).second)
+      return;  // sent again while still running
+  }
+  const ObjectId obj = net::FromPb(task.obj());
+  const uint64_t version = task.length();
+  const bool queued = hsm_pool_->TrySubmit([this, id, obj, version] {
+    Status st = mover_->Remove(obj, version);
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    hsm_tasks_running_.erase(id);
+    if (st.ok()) {
+      hsm_tasks_done_.push_back(id);
+    } else {
+      LOG_WARN("task {}: deleting the archived copy of {}: {}", id, obj.FileName(),
+               st.ToString());  // not acknowledged: the MDS sends it again
+    }
+  });
+  if (!queued) {
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    hsm_tasks_running_.erase(id);
+  }
+}
+
 void OssServer::HandleHsmObj(net::ServerCall call) {
   pb::HsmObjReq req;
   Status st = call.ParseBody(&req);
@@ -732,6 +766,12 @@ void OssServer::HeartbeatLoop() {
     pb::HeartbeatReq req;
     req.set_oss_addr(addr);
     fill_osts(req.mutable_osts());
+    {
+      // Copy deletions run on the HSM pool (store requests must not hold up heartbeats).
+      std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+      done_tasks.insert(done_tasks.end(), hsm_tasks_done_.begin(), hsm_tasks_done_.end());
+      hsm_tasks_done_.clear();
+    }
     for (uint64_t id : done_tasks)
       req.add_done_task_ids(id);
     pb::HeartbeatResp resp;
@@ -765,6 +805,9 @@ void OssServer::HeartbeatLoop() {
         ts = store->Punch(obj, task.length());
       } else if (task.kind() == kTaskRelease) {
         ts = store->Release(obj);
+      } else if (task.kind() == kTaskDropCopy) {
+        RunDropCopyTask(task);
+        continue;  // acknowledged by a later heartbeat, once the store answered
       } else {
         ts = Status::InvalidArgument(fmt::format("unknown task kind {}", task.kind()));
       }

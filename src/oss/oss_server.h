@@ -169,6 +169,9 @@ class OssServer {
   void HandleStatfs(net::ServerCall call);
   // HSM: one stripe object between its OST and the cold tier (hsm_mover.h), on hsm_pool_.
   void HandleHsmObj(net::ServerCall call);
+  // OST work log kind 4: deletes the archived copy of a destroyed file's object on hsm_pool_;
+  // the id is acknowledged with the heartbeat after the store answered.
+  void RunDropCopyTask(const pb::OstTask& task);
 
   void HeartbeatLoop();
   void WritebackLoop();
@@ -183,6 +186,9 @@ class OssServer {
   std::unique_ptr<ThreadPool> hsm_pool_;
   std::unique_ptr<objstore::ObjectStore> cold_;
   std::unique_ptr<HsmMover> mover_;
+  std::mutex hsm_tasks_mu_;
+  std::set<uint64_t> hsm_tasks_running_;  // guarded by hsm_tasks_mu_
+  std::vector<uint64_t> hsm_tasks_done_;  // guarded by hsm_tasks_mu_; for the next heartbeat
   std::map<uint32_t, std::unique_ptr<OstStore>> osts_;
   std::unique_ptr<net::RpcServer> rpc_;
   std::unique_ptr<ShmRegistry> shm_;  // null: no shared-memory reads

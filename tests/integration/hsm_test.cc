@@ -166,6 +166,28 @@ TEST(HsmTest, ArchiveReleaseReadGivesTheSameBytesAndFreesTheObjects) {
   EXPECT_TRUE(*got2 == data);
 }
 
+// Unlinking an archived file deletes its copy too (OST work log tasks to the OSSes).
+TEST(HsmTest, UnlinkDeletesTheArchivedCopy) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(WriteStriped(*c, "/u", Pattern(300000, 12)).ok());
+  ASSERT_TRUE(WriteStriped(*c, "/keep", Pattern(1000, 13)).ok());
+  ASSERT_TRUE(c->HsmArchive("/u").ok());
+  ASSERT_TRUE(c->HsmArchive("/keep").ok());
+  ASSERT_TRUE(c->HsmRelease("/u").ok());
+  const size_t both = ColdKeys(*cluster).size();
+  ASSERT_EQ(both, 16u);
+  ASSERT_TRUE(c->Unlink("/u").ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ColdKeys(*cluster).size() != 8u && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ColdKeys(*cluster).size(), 8u);
+  EXPECT_EQ(StateOf(*c, "/keep"), HsmState::kArchived);
+  EXPECT_TRUE(c->HsmRelease("/keep").ok());
+  EXPECT_EQ(*c->ReadFile("/keep"), Pattern(1000, 13));
+}
+
 // Data-set reads skip the MDS (Client::OpenResolved, the loader's path): a released file read
 // from a layout resolved before the release is restored too, not read as holes.
 TEST(HsmTest, AReadFromAResolvedLayoutRestoresAReleasedFile) {
