@@ -27,6 +27,7 @@
 #include "cluster_cmd.h"
 #include "common/config.h"
 #include "common/fid.h"
+#include "hsm_cmd.h"
 #include "mount_cmd.h"
 #include "mount_path.h"
 #include "pack_cmd.h"
@@ -955,6 +956,9 @@ int Main(int argc, char** argv) {
   up_cmd->add_option("--io-engine", up.io_engine, "OSS disk IO: auto, io_uring or posix")
       ->check(CLI::IsMember({"auto", "io_uring", "posix"}));
   up_cmd->add_option("--timeout", up.timeout_s, "seconds to wait for the servers");
+  up_cmd->add_option("--cold-tier", up.cold_tier,
+                     "HSM cold tier of a new cluster: file:///DIR or s3://BUCKET[/PREFIX] "
+                     "(default: DIR/cold)");
   up_cmd->callback([&] {
     up.dir = DefaultClusterDir(up.dir);
     rc = ClusterUp(up);
@@ -1132,6 +1136,43 @@ int Main(int argc, char** argv) {
   umount->add_option("mountpoint", src, "mount point")->required();
   umount->add_option("--timeout", umount_timeout, "seconds to wait for the unmount");
   umount->callback([&] { rc = Umount(src, umount_timeout); });
+
+  auto* hsm = app.add_subcommand(
+      "hsm",
+      "archive files to the cold tier, release their OST space, restore them, show their state");
+  hsm->require_subcommand(1);
+  std::vector<std::string> hsm_paths;
+  bool hsm_r = false;
+  for (const char* action : {"archive", "release", "restore", "state", "remove"}) {
+    const std::string help =
+        std::string(action) == "archive"   ? "copy files to the cold tier (done by the OSSes)"
+        : std::string(action) == "release" ? "free the OST space of archived files"
+        : std::string(action) == "restore" ? "bring released files back onto the OSTs"
+        : std::string(action) == "state"
+            ? "show none/archived/released/dirty/lost, the archived version and the backend"
+            : "delete the archived copy of files that are not released";
+    auto* sub = hsm->add_subcommand(
+        action, fmt::format("{}\nExample: ciuic hsm {} -r /datasets/old", help, action));
+    sub->add_option("paths", hsm_paths, "cluster paths, or paths inside a ciuic mount")->required();
+    sub->add_flag("-r,--recursive", hsm_r, "every regular file under directories");
+    sub->callback([&, name = std::string(action)] {
+      auto c = Connect();
+      if (!c.ok()) {
+        rc = Fail(c.status());
+        return;
+      }
+      std::vector<std::string> resolved;
+      for (const auto& raw : hsm_paths) {
+        auto p = ClusterPathArg(**c, raw);
+        if (!p.ok()) {
+          rc = Fail(p.status());
+          return;
+        }
+        resolved.push_back(*p);
+      }
+      rc = CmdHsm(**c, name, resolved, hsm_r);
+    });
+  }
 
   auto* df = app.add_subcommand("df", "space per OST\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");

@@ -114,6 +114,10 @@ int Run(int argc, char** argv) {
                  "delete tombstones of destroyed objects this long after the destroy (longer "
                  "than client lease + client OST retry window + request time)")
       ->capture_default_str();
+  std::string cold_tier;
+  app.add_option("--cold-tier", cold_tier,
+                 "the cold tier HSM archives to: file:///DIR, s3://BUCKET[/PREFIX] (no HSM "
+                 "without it)");
   bool no_shm_reads = false;
   app.add_flag("--no-shm-reads", no_shm_reads,
                "do not serve reads into the shared memory of clients on this host (they read "
@@ -158,6 +162,7 @@ int Run(int argc, char** argv) {
   o.write_pool_bytes = write_pool_mib << 20;
   o.tombstone_grace_ms = tombstone_grace_ms;
   o.shm_reads = !no_shm_reads;
+  o.cold_tier_url = cold_tier;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())
     return Fail(path.status().message());

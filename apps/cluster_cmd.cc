@@ -38,6 +38,8 @@ struct Shape {
   int num_oss = 2;
   int osts_per_oss = 2;
   std::string io_engine = "auto";
+  // The cold tier's URL (HSM); "" = the default, file://<cluster dir>/cold.
+  std::string cold_tier;
 };
 
 void Fail(const std::string& msg) {
@@ -121,6 +123,8 @@ Result<Shape> LoadShape(const fs::path& dir) {
     s.osts_per_oss = std::stoi(kv.at("osts_per_oss"));
     if (kv.count("io_engine"))
       s.io_engine = kv["io_engine"];
+    if (kv.count("cold_tier"))
+      s.cold_tier = kv["cold_tier"];
   } catch (const std::exception&) {
     return Status::InvalidArgument(p.string() + " is malformed");
   }
@@ -134,6 +138,8 @@ Status SaveShape(const fs::path& dir, const Shape& s) {
   out << "# shape of the local cluster started by `ciuic cluster up`\n"
       << "num_oss = " << s.num_oss << "\nosts_per_oss = " << s.osts_per_oss
       << "\nio_engine = " << s.io_engine << "\n";
+  if (!s.cold_tier.empty())
+    out << "cold_tier = " << s.cold_tier << "\n";
   if (!out)
     return Status::IoError("cannot write " + (dir / kShapeFile).string());
   return Status::OK();
@@ -278,6 +284,13 @@ std::string DefaultClusterDir(const std::string& dir) {
 }
 
 int ClusterUp(const ClusterUpOptions& o) {
+  if (o.cold_tier.rfind("mem://", 0) == 0) {
+    Fail(
+        fmt::format("--cold-tier {}: a mem:// store lives inside one process; the OSS "
+                    "processes of a cluster cannot share it (use file:///DIR or s3://...)",
+                    o.cold_tier));
+    return 1;
+  }
   std::error_code ec;
   fs::path dir = fs::absolute(o.dir, ec);
   fs::create_directories(dir / "run", ec);
@@ -293,7 +306,7 @@ int ClusterUp(const ClusterUpOptions& o) {
   }
   fs::path conf = dir / "cluster.conf";
   ClusterFile cf;
-  Shape shape{o.num_oss, o.osts_per_oss, o.io_engine};
+  Shape shape{o.num_oss, o.osts_per_oss, o.io_engine, o.cold_tier};
   if (fs::exists(conf)) {
     auto loaded = ClusterFile::Load(conf);
     if (!loaded.ok()) {
@@ -304,6 +317,11 @@ int ClusterUp(const ClusterUpOptions& o) {
     auto s = LoadShape(dir);
     if (s.ok())
       shape = *s;  // an existing cluster keeps its shape and data
+    if (!o.cold_tier.empty() && o.cold_tier != shape.cold_tier) {
+      Fail(fmt::format("cluster in {} already has cold tier '{}'; --cold-tier cannot change it",
+                       dir.string(), shape.cold_tier.empty() ? "(default)" : shape.cold_tier));
+      return 1;
+    }
   } else {
     if (o.num_oss < 1 || o.osts_per_oss < 1 || o.num_oss * o.osts_per_oss > 256) {
       Fail("need 1..256 OSTs: --oss and --osts-per-oss must be at least 1");
@@ -329,6 +347,14 @@ int ClusterUp(const ClusterUpOptions& o) {
       Fail(s.message());
       return 1;
     }
+  }
+
+  // The cold tier (HSM): a directory beside the OSTs unless the cluster names another store.
+  std::string cold_url = shape.cold_tier;
+  if (cold_url.empty()) {
+    fs::create_directories(dir / "cold", ec);
+    fs::permissions(dir / "cold", fs::perms::owner_all, ec);
+    cold_url = "file://" + (dir / "cold").string();
   }
 
   // Refuse to start twice; when only some servers run (one crashed or was killed), start the
@@ -413,7 +439,8 @@ int ClusterUp(const ClusterUpOptions& o) {
           conf.string(), std::string("--io-engine"), shape.io_engine, std::string("--log"),
           (dir / "logs" / fmt::format("oss{}.log", i)).string(), std::string("--port-file"),
           port_file.string(), std::string("--metrics-port"), std::string("0"),
-          std::string("--metrics-port-file"), metrics_port_file.string()}) {
+          std::string("--metrics-port-file"), metrics_port_file.string(),
+          std::string("--cold-tier"), cold_url}) {
       argv.push_back(a);
     }
     auto pid = Spawn(argv, dir / "logs" / fmt::format("oss{}.out", i));

@@ -14,6 +14,9 @@ struct ClusterUpOptions {
   int osts_per_oss = 2;
   int mds_port = 0;  // 0: pick a free port the first time, then keep it
   std::string io_engine = "auto";
+  // The cold tier's URL for HSM (file:///dir, s3://bucket/prefix, mem://name); "" = a
+  // directory `cold` in the cluster directory. Fixed when the cluster is made.
+  std::string cold_tier;
   int timeout_s = 30;
 };
 

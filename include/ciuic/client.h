@@ -282,6 +282,24 @@ class File {
   virtual uint64_t ino() const = 0;
 };
 
+// HSM state of a file (Client::HsmGetState; docs/design.md "HSM").
+enum class HsmState {
+  kNone,      // never archived (or its copy was removed)
+  kArchived,  // a checksummed copy of the current data version is in the cold tier
+  kReleased,  // only the cold tier holds the data; the next open restores it
+  kDirty,     // archived, but changed since (the copy holds an older data version)
+  kLost,      // a restore found the archived copy corrupt or missing
+};
+// "none", "archived", "released", "dirty", "lost".
+const char* HsmStateName(HsmState s);
+
+struct HsmStatus {
+  HsmState state = HsmState::kNone;
+  std::string backend;            // the cold tier holding the copy ("file:///...", "mem://x")
+  uint64_t archived_version = 0;  // the data version archived (0: none)
+  uint64_t data_version = 0;      // the file's current data version
+};
+
 class Client {
  public:
   // Reads the cluster file, connects to the MDS (authenticated handshake), opens a session and
@@ -451,6 +469,22 @@ class Client {
   virtual Status SetLayoutAt(const FileId& id, const FileLayout& layout) = 0;
   // FsyncDir of the file or directory `id`.
   virtual Status FsyncDirAt(const FileId& id) = 0;
+
+  // HSM (docs/design.md "HSM"): copies between the OSTs and the cluster's cold tier, done by
+  // the OSSes (no file data passes through this client). Blocking. Each returns OK when there
+  // is nothing to do (archiving an archived file, restoring one that is not released).
+  // Archive: copies the current data version with its checksums, then records it. kBusy when
+  // the file changed meanwhile; kNotSupported when the cluster has no cold tier.
+  virtual Status HsmArchive(const std::string& path) = 0;
+  // Release: after the OSSes checked the copy against the objects, frees the objects (inode,
+  // layout, size and times stay). kInvalidArgument when not archived or dirty; kBusy when open.
+  virtual Status HsmRelease(const std::string& path) = 0;
+  // Restore: writes the released objects back, every block verified. kIoError naming the
+  // file when the archived copy is corrupt or missing (the file is then "lost").
+  virtual Status HsmRestore(const std::string& path) = 0;
+  // Remove: deletes the archived copy (kBusy for a released file: it is the only copy).
+  virtual Status HsmRemove(const std::string& path) = 0;
+  virtual Result<HsmStatus> HsmGetState(const std::string& path) = 0;
 
   // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
   // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.

@@ -714,6 +714,8 @@ Fid ClientCore::CallFid(const OstCall& call) {
       return net::FromPb(static_cast<const pb::DestroyReq&>(*call.req).obj().fid());
     case net::MsgType::kObjStat:
       return net::FromPb(static_cast<const pb::ObjStatReq&>(*call.req).obj().fid());
+    case net::MsgType::kHsmObj:
+      return net::FromPb(static_cast<const pb::HsmObjReq&>(*call.req).obj().fid());
     case net::MsgType::kSync: {
       const auto& s = static_cast<const pb::SyncReq&>(*call.req);
       return s.objs_size() > 0 ? net::FromPb(s.objs(0).fid()) : Fid{};
@@ -746,6 +748,8 @@ void ClientCore::AttachCap(OstCall* call) {
       return set(static_cast<pb::DestroyReq*>(call->req.get()));
     case net::MsgType::kObjStat:
       return set(static_cast<pb::ObjStatReq*>(call->req.get()));
+    case net::MsgType::kHsmObj:
+      return set(static_cast<pb::HsmObjReq*>(call->req.get()));
     case net::MsgType::kSync: {
       auto* s = static_cast<pb::SyncReq*>(call->req.get());
       s->clear_caps();

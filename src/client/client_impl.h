@@ -60,6 +60,11 @@ class ClientImpl : public Client {
 
   // By-FID operations (fid_ops.cc).
   FileId RootId() const override;
+  Status HsmArchive(const std::string& path) override;
+  Status HsmRelease(const std::string& path) override;
+  Status HsmRestore(const std::string& path) override;
+  Status HsmRemove(const std::string& path) override;
+  Result<HsmStatus> HsmGetState(const std::string& path) override;
   Result<FileStat> LookupAt(const FileId& parent, const std::string& name) override;
   Result<FileStat> GetAttrAt(const FileId& id) override;
   std::optional<FileStat> CachedAttrAt(const FileId& id) override;
@@ -148,6 +153,9 @@ class ClientImpl : public Client {
   // Attributes with the size of this client's unflushed writes.
   FileStat WithLocalSize(FileStat s);
   Result<FileStat> StatImpl(const std::string& path, bool follow);
+  // Runs HSM operation `op` (HsmBeginReq.op) on file `fid` named `name` (hsm.cc).
+  Status HsmRun(const Fid& fid, const std::string& name, uint32_t op);
+  Status HsmPath(const std::string& path, uint32_t op);
 
   std::shared_ptr<ClientCore> core_;
 };

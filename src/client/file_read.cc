@@ -5,6 +5,7 @@
 
 #include "client/block_verify.h"
 #include "client/file_impl.h"
+#include "client/hsm.h"
 #include "client/io_plan.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
@@ -28,6 +29,7 @@ struct ReadOp {
   std::mutex mu;
   size_t left = 0;
   Status first;
+  bool restore_tried = false;  // a resolved read already restored a released file once
 };
 
 // Checks one read reply and moves its bytes into place.
@@ -99,6 +101,25 @@ void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback
   auto finish = [self, op] {
     self->node_->ranges.Release(op->ticket);
     Status st = op->first;
+    if (st.code() == StatusCode::kStale && self->resolved_ && !op->restore_tried) {
+      // A read that skips the MDS (OpenResolved) found an object missing: the file may have
+      // been released to the cold tier. Restore it (blocking: on the pool) and read again.
+      op->restore_tried = true;
+      if (self->core_->pool().TrySubmit([self, op] {
+            bool restored = false;
+            Status rs =
+                RestoreIfReleased(self->core_.get(), self->node_->fid, self->path_, &restored);
+            if (rs.ok() && restored) {
+              self->ReadRange(op->buf, op->len, op->offset, std::move(op->cb));
+            } else {
+              auto cb = std::move(op->cb);
+              cb((rs.ok() ? op->first : rs).WithContext(self->path_));
+            }
+            self->OpDone(false);
+          })) {
+        return;
+      }
+    }
     auto cb = std::move(op->cb);
     if (st.ok()) {
       cb(static_cast<size_t>(op->len));

@@ -121,6 +121,12 @@ std::string OrphanKey(const Fid& fid) {
   return k;
 }
 
+std::string HsmKey(const Fid& fid) {
+  std::string k(kHsmPrefix);
+  AppendFid(&k, fid);
+  return k;
+}
+
 std::string ClientKeyKey(uint32_t key_id) {
   std::string k(kClientKeyPrefix);
   AppendU32(&k, key_id);

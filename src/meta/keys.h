@@ -68,6 +68,9 @@ inline constexpr std::string_view kClientKeyHwmKey = "hwm/client_key";
 // "client/" · key id (u32 BE): a ClientKeyRecord.
 std::string ClientKeyKey(uint32_t key_id);
 std::string OrphanKey(const Fid& fid);
+// "hsm/" · Fid: the file's HsmRecord (docs/formats/kv-keys.md).
+inline constexpr std::string_view kHsmPrefix = "hsm/";
+std::string HsmKey(const Fid& fid);
 std::string OstKey(uint32_t index);
 
 // Returns the smallest key greater than every key starting with `prefix` ("" if none).

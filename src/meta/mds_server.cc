@@ -101,7 +101,13 @@ bool AllowedReadOnly(MsgType type, const google::protobuf::Message& req) {
     case MsgType::kClose:
     case MsgType::kLock:
     case MsgType::kGetOstMap:
+    case MsgType::kHsmState:
       return true;
+    // Reading a released file restores it: a read-only key may, and only that.
+    case MsgType::kHsmBegin:
+      return static_cast<const pb::HsmBeginReq&>(req).op() == 3;
+    case MsgType::kHsmEnd:
+      return static_cast<const pb::HsmEndReq&>(req).op() == 3;
     case MsgType::kOpen:
       return !WantsWrite(static_cast<const pb::OpenReq&>(req).flags());
     case MsgType::kResolvePath: {
@@ -372,6 +378,9 @@ void MdsServer::RegisterHandlers() {
   s.Register(MsgType::kTruncateDone, WriteHandler(m, &M::TruncateDoneAsync), kClients);
   // Advisory locks (in memory, answered inline).
   s.Register(MsgType::kLock, ReadHandler(m, &M::Lock), kClients);
+  s.Register(MsgType::kHsmState, ReadHandler(m, &M::HsmState), kClients);
+  s.Register(MsgType::kHsmBegin, WriteHandler(m, &M::HsmBeginAsync), kClients);
+  s.Register(MsgType::kHsmEnd, WriteHandler(m, &M::HsmEndAsync), kClients);
   // OST map.
   s.Register(MsgType::kRegisterOss, WriteHandler(m, &M::RegisterOssAsync), kOss);
   s.Register(MsgType::kHeartbeat, WriteHandler(m, &M::HeartbeatAsync), kOss);

@@ -60,8 +60,8 @@ class TypedJob : public Job {
     }
   }
   bool may_sync() const override {
-    if constexpr (std::is_same_v<Req, pb::FsyncDirReq>) {
-      return true;
+    if constexpr (std::is_same_v<Req, pb::FsyncDirReq> || std::is_same_v<Req, pb::HsmEndReq>) {
+      return true;  // HsmEnd of a release is synced (ops/hsm.cc)
     } else if constexpr (requires { req_.sync(); }) {
       return req_.sync();
     } else {
@@ -466,6 +466,8 @@ CIUIC_META_MUTATION_DEF(RegisterOss)
 CIUIC_META_MUTATION_DEF(Heartbeat)
 CIUIC_META_MUTATION_DEF(AddClient)
 CIUIC_META_MUTATION_DEF(RevokeClient)
+CIUIC_META_MUTATION_DEF(HsmBegin)
+CIUIC_META_MUTATION_DEF(HsmEnd)
 #undef CIUIC_META_MUTATION_DEF
 
 // ResolvePath (ops/lookup.cc) runs its opening form through the writer.

@@ -114,6 +114,8 @@ class MetaService {
   // F_SETLKW callers retry). kStale when the session is unknown or expired.
   Result<pb::LockResp> Lock(const pb::LockReq& req);
   Result<pb::ListClientsResp> ListClients(const pb::ListClientsReq& req);
+  // HSM state of a file (ops/hsm.cc): its attributes and HsmRecord (state 0 when none).
+  Result<pb::HsmStateResp> HsmState(const pb::HsmStateReq& req);
 
   // --- Tenants (ops/clients.cc). ---
   // The rules of client key `key_id`, or null when there is no such key. Revoked keys are
@@ -157,6 +159,10 @@ class MetaService {
   // Client keys (ops/clients.cc; the admin key only, MdsServer checks).
   CIUIC_META_MUTATION(AddClient)
   CIUIC_META_MUTATION(RevokeClient)
+  // HSM (ops/hsm.cc, docs/design.md "HSM"): HsmBegin checks an operation and marks the file
+  // busy with it; HsmEnd records its outcome in the namespace's batch.
+  CIUIC_META_MUTATION(HsmBegin)
+  CIUIC_META_MUTATION(HsmEnd)
 #undef CIUIC_META_MUTATION
   // ResolvePath with req.open: queued like a mutation (without it, answered inline).
   void ResolvePathAsync(pb::ResolvePathReq req, Done<pb::ResolvePathResp> done);
@@ -262,6 +268,11 @@ class MetaService {
   Status Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp* resp);
   Status Apply(Txn& t, const pb::AddClientReq& req, pb::AddClientResp* resp);
   Status Apply(Txn& t, const pb::RevokeClientReq& req, pb::RevokeClientResp* resp);
+  Status Apply(Txn& t, const pb::HsmBeginReq& req, pb::HsmBeginResp* resp);
+  Status Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp);
+  // HSM side of a truncate of `rec` (ops/hsm.cc): a released file may only be emptied, once
+  // its release tasks are done; the file then is no longer released.
+  Status HsmOnTruncate(Txn& t, pb::InodeRecord* rec, uint64_t size);
   Status LoadClientKeys();
   Status Apply(Txn& t, const pb::ResolvePathReq& req, pb::ResolvePathResp* resp);
   // Lease expiry and silent-OSS detection (the periodic tick).
@@ -348,6 +359,18 @@ class MetaService {
   // (deleted) when it was last scanned, and new tasks get higher ids. Spares heartbeats from
   // walking the tombstones of finished tasks. Writer thread only; rebuilt after a restart.
   std::unordered_map<uint32_t, uint64_t> ostlog_floor_;
+
+  // HSM operations in progress (HsmBegin .. HsmEnd), one per file, each with its token; an
+  // entry past its expiry (a client that died mid-copy) no longer blocks. Guarded by hsm_mu_.
+  struct HsmBusy {
+    uint64_t token = 0;
+    uint32_t op = 0;
+    uint64_t data_version = 0;
+    int64_t expires_ms = 0;
+  };
+  std::mutex hsm_mu_;
+  std::unordered_map<Fid, HsmBusy, FidHash> hsm_busy_;
+  uint64_t hsm_next_token_ = 1;
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;

@@ -193,6 +193,12 @@ std::string MsgTypeName(uint16_t type) {
       return "RevokeClient";
     case MsgType::kListClients:
       return "ListClients";
+    case MsgType::kHsmState:
+      return "HsmState";
+    case MsgType::kHsmBegin:
+      return "HsmBegin";
+    case MsgType::kHsmEnd:
+      return "HsmEnd";
     case MsgType::kRegisterOss:
       return "RegisterOss";
     case MsgType::kHeartbeat:
@@ -213,6 +219,8 @@ std::string MsgTypeName(uint16_t type) {
       return "ObjStat";
     case MsgType::kOstStatfs:
       return "OstStatfs";
+    case MsgType::kHsmObj:
+      return "HsmObj";
   }
   return std::to_string(type);
 }

@@ -47,6 +47,10 @@ enum class MsgType : uint16_t {
   kAddClient = 140,
   kRevokeClient = 141,
   kListClients = 142,
+  // HSM (docs/design.md "HSM").
+  kHsmState = 150,
+  kHsmBegin = 151,
+  kHsmEnd = 152,
 
   // MDS: OST map and OSS registration, 200-219.
   kRegisterOss = 200,
@@ -61,6 +65,7 @@ enum class MsgType : uint16_t {
   kDestroy = 304,
   kObjStat = 305,
   kOstStatfs = 306,
+  kHsmObj = 310,  // HSM copy of one stripe object between its OST and the cold tier
 };
 
 // Roles proven in the handshake.

@@ -12,6 +12,8 @@
 #include "net/http_server.h"
 #include "net/pb_convert.h"
 #include "net/rpc.h"
+#include "objstore/object_store_factory.h"
+#include "oss/hsm_mover.h"
 #include "oss/ost_format.h"
 #include "oss/ost_store.h"
 #include "oss/read_buffer_pool.h"
@@ -26,6 +28,13 @@ constexpr uint64_t kMaxReadLength = (uint64_t{64} << 20) - 2 * kBlockSize;
 constexpr uint64_t kFullThreshold = uint64_t{64} << 20;
 constexpr uint32_t kTaskDestroy = 1;
 constexpr uint32_t kTaskPunch = 2;
+constexpr uint32_t kTaskRelease = 3;
+constexpr uint32_t kTaskDropCopy = 4;  // HSM: delete the archived copy (version = length)
+// HsmObjReq.op
+constexpr uint32_t kHsmArchive = 1;
+constexpr uint32_t kHsmVerify = 2;
+constexpr uint32_t kHsmRestore = 3;
+constexpr uint32_t kHsmRemove = 4;
 
 // Returns the budget when the last holder (a reply in the network queue) lets go.
 struct BudgetHold {
@@ -82,6 +91,17 @@ Status OssServer::Start() {
     CIUIC_ASSIGN_OR_RETURN(osts_[index], OstStore::Open(std::move(o)));
   }
   LOG_INFO("serving {} OST(s) with the {} IO engine", osts_.size(), engine_->name());
+  if (!options_.cold_tier_url.empty()) {
+    objstore::ObjectStoreConfig cfg;
+    Result<std::unique_ptr<objstore::ObjectStore>> cold =
+        objstore::OpenObjectStore(options_.cold_tier_url, cfg);
+    if (!cold.ok())
+      return cold.status().WithContext("cold tier");
+    cold_ = std::move(*cold);
+    mover_ = std::make_unique<HsmMover>(cold_.get(), options_.cluster_uuid);
+    hsm_pool_ = std::make_unique<ThreadPool>(2, 1024, "oss-hsm");
+    LOG_INFO("cold tier: {}", cold_->Describe());
+  }
 
   net::RpcServer::Options ro;
   ro.host = options_.host;
@@ -165,6 +185,8 @@ void OssServer::Stop() {
     if (!st.ok())
       LOG_ERROR("{}", st.ToString());
   }
+  if (hsm_pool_ != nullptr)
+    hsm_pool_->Stop();
   if (pool_ != nullptr)
     pool_->Stop();
   osts_.clear();
@@ -232,6 +254,7 @@ void OssServer::RegisterHandlers() {
   rpc_->Register(MsgType::kDestroy, [this](net::ServerCall c) { HandleDestroy(std::move(c)); });
   rpc_->Register(MsgType::kObjStat, [this](net::ServerCall c) { HandleObjStat(std::move(c)); });
   rpc_->Register(MsgType::kOstStatfs, [this](net::ServerCall c) { HandleStatfs(std::move(c)); });
+  rpc_->Register(MsgType::kHsmObj, [this](net::ServerCall c) { HandleHsmObj(std::move(c)); });
 }
 
 namespace {
@@ -498,6 +521,98 @@ void OssServer::HandleObjStat(net::ServerCall call) {
   });
 }
 
+void OssServer::RunDropCopyTask(const pb::OstTask& task) {
+  const uint64_t id = task.id();
+  if (mover_ == nullptr) {
+    // No cold tier here: there is no copy this OSS could delete.
+    LOG_WARN("OST {} task {}: no cold tier to delete an archived copy from", task.ost(), id);
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    hsm_tasks_done_.push_back(id);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    if (!hsm_tasks_running_.insert(id).second)
+      return;  // sent again while still running
+  }
+  const ObjectId obj = net::FromPb(task.obj());
+  const uint64_t version = task.length();
+  const bool queued = hsm_pool_->TrySubmit([this, id, obj, version] {
+    Status st = mover_->Remove(obj, version);
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    hsm_tasks_running_.erase(id);
+    if (st.ok()) {
+      hsm_tasks_done_.push_back(id);
+    } else {
+      LOG_WARN("task {}: deleting the archived copy of {}: {}", id, obj.FileName(),
+               st.ToString());  // not acknowledged: the MDS sends it again
+    }
+  });
+  if (!queued) {
+    std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+    hsm_tasks_running_.erase(id);
+  }
+}
+
+void OssServer::HandleHsmObj(net::ServerCall call) {
+  pb::HsmObjReq req;
+  Status st = call.ParseBody(&req);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req.ost());
+  if (store == nullptr)
+    return call.ReplyError(NoSuchOst(req.ost()));
+  if (mover_ == nullptr) {
+    return call.ReplyError(
+        Status::NotSupported(fmt::format("the OSS serving OST {} has no cold tier", req.ost())));
+  }
+  const uint32_t op = req.op();
+  if (op < kHsmArchive || op > kHsmRemove)
+    return call.ReplyError(Status::InvalidArgument(fmt::format("unknown HSM operation {}", op)));
+  // Restoring and checking a copy change nothing the file's readers could see; archiving and
+  // removing copies are the owner's (the MDS checked) and need the write right.
+  const uint32_t rights = op == kHsmRestore || op == kHsmVerify ? net::kCapRead : net::kCapWrite;
+  st = CheckCap(call, req.cap(), req.obj(), rights);
+  if (!st.ok())
+    return call.ReplyError(st);
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  const ObjectId obj = net::FromPb(req.obj());
+  const uint64_t version = req.version();
+  bool queued = hsm_pool_->TrySubmit([this, c, store, obj, op, version] {
+    Result<uint64_t> r = Status::Internal("no result");
+    try {
+      switch (op) {
+        case kHsmArchive:
+          r = mover_->Archive(store, obj, version);
+          break;
+        case kHsmVerify:
+          r = mover_->Verify(store, obj, version);
+          break;
+        case kHsmRestore:
+          r = mover_->Restore(store, obj, version);
+          break;
+        default: {
+          Status s = mover_->Remove(obj, version);
+          r = s.ok() ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(s);
+        }
+      }
+    } catch (const std::exception& e) {
+      r = Status::Internal(fmt::format("HSM copy of {}: {}", obj.FileName(), e.what()));
+    }
+    if (!r.ok()) {
+      LOG_WARN("hsm: op {} of OST {} object {} version {}: {}", op, store->index(), obj.FileName(),
+               version, r.status().ToString());
+      return c->ReplyError(r.status());
+    }
+    pb::HsmObjResp resp;
+    resp.set_length(*r);
+    resp.set_backend(mover_->Describe());
+    c->Reply(resp);
+  });
+  if (!queued)
+    c->ReplyError(Status::Unavailable("OSS HSM queue full; retry"));
+}
+
 namespace {
 
 void FillOstInfo(uint32_t index, const std::string& addr, const io::FsStat& fs, pb::OstInfo* out) {
@@ -655,6 +770,12 @@ void OssServer::HeartbeatLoop() {
     pb::HeartbeatReq req;
     req.set_oss_addr(addr);
     fill_osts(req.mutable_osts());
+    {
+      // Copy deletions run on the HSM pool (store requests must not hold up heartbeats).
+      std::lock_guard<std::mutex> lock(hsm_tasks_mu_);
+      done_tasks.insert(done_tasks.end(), hsm_tasks_done_.begin(), hsm_tasks_done_.end());
+      hsm_tasks_done_.clear();
+    }
     for (uint64_t id : done_tasks)
       req.add_done_task_ids(id);
     pb::HeartbeatResp resp;
@@ -686,6 +807,11 @@ void OssServer::HeartbeatLoop() {
       }
       if (task.kind() == kTaskPunch) {
         ts = store->Punch(obj, task.length());
+      } else if (task.kind() == kTaskRelease) {
+        ts = store->Release(obj);
+      } else if (task.kind() == kTaskDropCopy) {
+        RunDropCopyTask(task);
+        continue;  // acknowledged by a later heartbeat, once the store answered
       } else {
         ts = Status::InvalidArgument(fmt::format("unknown task kind {}", task.kind()));
       }

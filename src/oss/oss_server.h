@@ -1,10 +1,12 @@
 // OssServer: serves one or more OSTs over RPC (kWrite, kRead, kSync, kPunch, kDestroy, kObjStat,
 // kOstStatfs) and keeps them registered with the MDS (kRegisterOss, then kHeartbeat with fresh
-// space figures; OST tasks - destroy, punch - that heartbeats return are run and acknowledged).
+// space figures; OST tasks - destroy, punch, release - that heartbeats return are run and
+// acknowledged), and copies stripe objects to and from the cold tier for HSM (kHsmObj).
 //
 // Threads: one RPC network thread (handlers never block: disk IO is submitted to the IoEngine
 // and the reply is sent from its completion), the engine's thread(s), a two-thread blocking pool
-// for fsync/unlink/open, a heartbeat thread and its client event loop thread.
+// for fsync/unlink/open, a two-thread HSM pool (cold-tier copies), a heartbeat thread and its
+// client event loop thread.
 // Memory: at most 256 MiB of request/reply data in flight; beyond that requests get
 // kUnavailable (clients retry with backoff).
 // Thread-safety: Start/Stop/port may be called from any thread; Stop is idempotent.
@@ -44,11 +46,16 @@ class Counter;
 class Registry;
 }  // namespace ciuic::metrics
 
+namespace ciuic::objstore {
+class ObjectStore;
+}  // namespace ciuic::objstore
+
 namespace ciuic::oss {
 
 class OstStore;
 class ReadBufferPool;
 class ShmRegistry;
+class HsmMover;
 
 class OssServer {
  public:
@@ -88,6 +95,10 @@ class OssServer {
     // (WriteResp.epoch, SyncReq.epoch); 0: the machine's (MachineDurabilityEpoch). Tests that
     // simulate power loss give each power cycle its own.
     uint64_t durability_epoch = 0;
+    // The cold tier (objstore::OpenObjectStore URL: file:///dir, s3://bucket/prefix,
+    // mem://name) HSM copies stripe objects to and from; "" = none (HSM requests fail with
+    // kNotSupported).
+    std::string cold_tier_url;
     // Serve Prometheus metrics over HTTP (GET /metrics) on this port of `host`: -1 off, 0 any
     // free port (docs/design.md, "Observability").
     int metrics_port = -1;
@@ -161,6 +172,11 @@ class OssServer {
   void HandleDestroy(net::ServerCall call);
   void HandleObjStat(net::ServerCall call);
   void HandleStatfs(net::ServerCall call);
+  // HSM: one stripe object between its OST and the cold tier (hsm_mover.h), on hsm_pool_.
+  void HandleHsmObj(net::ServerCall call);
+  // OST work log kind 4: deletes the archived copy of a destroyed file's object on hsm_pool_;
+  // the id is acknowledged with the heartbeat after the store answered.
+  void RunDropCopyTask(const pb::OstTask& task);
 
   void HeartbeatLoop();
   void WritebackLoop();
@@ -172,6 +188,13 @@ class OssServer {
   io::IoEngine* engine_ = nullptr;
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<ReadBufferPool> read_pool_;  // shared by every OST
+  // HSM copies block for long (whole objects through the store): threads of their own.
+  std::unique_ptr<ThreadPool> hsm_pool_;
+  std::unique_ptr<objstore::ObjectStore> cold_;
+  std::unique_ptr<HsmMover> mover_;
+  std::mutex hsm_tasks_mu_;
+  std::set<uint64_t> hsm_tasks_running_;  // guarded by hsm_tasks_mu_
+  std::vector<uint64_t> hsm_tasks_done_;  // guarded by hsm_tasks_mu_; for the next heartbeat
   std::map<uint32_t, std::unique_ptr<OstStore>> osts_;
   std::unique_ptr<net::RpcServer> rpc_;
   std::unique_ptr<ShmRegistry> shm_;  // null: no shared-memory reads

@@ -157,6 +157,14 @@ class OstStore {
   Status Sync(std::vector<ObjectId> ids);
   Status Punch(const ObjectId& id, uint64_t length);
   Status Destroy(const ObjectId& id);
+  // Deletes the object and its checksum file, durably, WITHOUT a tombstone: HSM release, whose
+  // file lives on and whose object a restore writes again. Idempotent.
+  Status Release(const ObjectId& id);
+  // Renames object `from` (synced by the caller) to `to`, replacing whatever `to` was, durably:
+  // the checksum file first, then the data file, so `to` never exists as a data file without
+  // its checksums, and a reader sees either no object `to` or all of it (HSM restore stages a
+  // whole object under another name, then adopts it). `from` must have no IO in flight.
+  Status Adopt(const ObjectId& from, const ObjectId& to);
   // Destroys many objects with one directory sync for all of them (the MDS's destroy tasks after
   // a large data set is removed): a directory fsync per object would take the disk from every
   // other writer. (*results)[i] is the outcome of ids[i]; each is durable once this returns.
@@ -244,7 +252,11 @@ class OstStore {
   Status SyncObjects(const std::vector<ObjectRef>& objs);
   Status PunchImpl(const ObjectId& id, uint64_t length);
   // sync_dir: make the removal durable now (else the caller syncs the objects directory).
-  Status DestroyImpl(const ObjectId& id, bool sync_dir = true);
+  // tombstone: refuse later writes (destroy); false for an HSM release.
+  Status DestroyImpl(const ObjectId& id, bool sync_dir = true, bool tombstone = true);
+  Status AdoptImpl(const ObjectId& from, const ObjectId& to);
+  // Takes `id` out of the object cache (under load_mu_); returns it (null if not cached).
+  ObjectRef UncacheLocked(const ObjectId& id);
   void AcquireExclusive(const ObjectRef& obj, std::function<void()> fn);
   void ReleaseExclusive(const ObjectRef& obj);
   void AcquireExclusiveBlocking(const ObjectRef& obj);

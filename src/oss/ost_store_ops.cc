@@ -262,21 +262,23 @@ void OstStore::DestroyAsync(const ObjectId& id, StatusCallback cb) {
   }
 }
 
-Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir) {
+Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir, bool tombstone) {
   const std::string data_path = ObjectPath(id);
   ObjectRef obj;
   {
     // Under load_mu_ no load can recreate the object between the tombstone and the removal.
     std::lock_guard<std::mutex> load_lock(load_mu_);
-    const std::string tomb_path = data_path + std::string(kTombstoneSuffix);
-    // A repeated destroy finds its tombstone: queued for collection once, not per destroy.
-    const bool had_tombstone = engine_->StatPath(tomb_path).ok();
-    Result<io::FileHandle> tomb = OpenObjectFile(tomb_path, O_RDWR | O_CREAT);
-    if (!tomb.ok())
-      return OstError(tomb.status(), &id, "destroy");
-    engine_->Close(*tomb).IgnoreError();  // empty file; its name is what counts
-    if (!had_tombstone)
-      NoteTombstone(id.FileName() + std::string(kTombstoneSuffix));
+    if (tombstone) {
+      const std::string tomb_path = data_path + std::string(kTombstoneSuffix);
+      // A repeated destroy finds its tombstone: queued for collection once, not per destroy.
+      const bool had_tombstone = engine_->StatPath(tomb_path).ok();
+      Result<io::FileHandle> tomb = OpenObjectFile(tomb_path, O_RDWR | O_CREAT);
+      if (!tomb.ok())
+        return OstError(tomb.status(), &id, "destroy");
+      engine_->Close(*tomb).IgnoreError();  // empty file; its name is what counts
+      if (!had_tombstone)
+        NoteTombstone(id.FileName() + std::string(kTombstoneSuffix));
+    }
     std::lock_guard<std::mutex> lock(cache_mu_);
     auto it = cache_.find(id);
     if (it != cache_.end()) {
@@ -314,6 +316,87 @@ Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir) {
 
 Status OstStore::Destroy(const ObjectId& id) {
   return Wait<Status>([&](StatusCallback cb) { DestroyAsync(id, std::move(cb)); });
+}
+
+OstStore::ObjectRef OstStore::UncacheLocked(const ObjectId& id) {
+  ObjectRef obj;
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  auto it = cache_.find(id);
+  if (it != cache_.end()) {
+    obj = std::move(it->second);
+    lru_.erase(obj->lru_pos);
+    cache_.erase(it);
+  } else if (auto ev = evicting_.find(id); ev != evicting_.end()) {
+    obj = std::move(ev->second);
+    evicting_.erase(ev);
+  }
+  return obj;
+}
+
+Status OstStore::AdoptImpl(const ObjectId& from, const ObjectId& to) {
+  // Whatever `to` holds goes (never with a tombstone: `to` is about to exist again).
+  CIUIC_RETURN_IF_ERROR(DestroyImpl(to, /*sync_dir=*/false, /*tombstone=*/false));
+  ObjectRef obj;
+  {
+    std::lock_guard<std::mutex> load_lock(load_mu_);
+    obj = UncacheLocked(from);
+  }
+  if (obj != nullptr) {
+    // Nobody may write the old name once its files moved.
+    AcquireExclusiveBlocking(obj);
+    {
+      std::lock_guard<std::mutex> lock(obj->mu);
+      obj->destroyed = true;
+    }
+    ReleaseExclusive(obj);
+    obj.reset();
+  }
+  const std::string from_path = ObjectPath(from);
+  const std::string to_path = ObjectPath(to);
+  {
+    // Under load_mu_ no load of `to` sees the checksum file without the data file... and one
+    // that ran before sees no object at all.
+    std::lock_guard<std::mutex> load_lock(load_mu_);
+    CIUIC_RETURN_IF_ERROR(OstError(
+        engine_->Rename(from_path + std::string(kCrcSuffix), to_path + std::string(kCrcSuffix)),
+        &to, "adopt checksum file"));
+    CIUIC_RETURN_IF_ERROR(OstError(engine_->Rename(from_path, to_path), &to, "adopt data file"));
+  }
+  return OstError(engine_->SyncDir(objects_dir_), &to, "adopt");
+}
+
+Status OstStore::Adopt(const ObjectId& from, const ObjectId& to) {
+  return Wait<Status>([&](StatusCallback cb) {
+    if (!BeginOp()) {
+      cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
+      return;
+    }
+    auto task = std::make_shared<StatusCallback>(std::move(cb));
+    if (!RunBlocking([this, from, to, task] {
+          (*task)(AdoptImpl(from, to));
+          EndOp();
+        })) {
+      (*task)(Status::Unavailable(fmt::format("OST {}: blocking queue full", options_.index)));
+      EndOp();
+    }
+  });
+}
+
+Status OstStore::Release(const ObjectId& id) {
+  return Wait<Status>([&](StatusCallback cb) {
+    if (!BeginOp()) {
+      cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
+      return;
+    }
+    auto task = std::make_shared<StatusCallback>(std::move(cb));
+    if (!RunBlocking([this, id, task] {
+          (*task)(DestroyImpl(id, /*sync_dir=*/true, /*tombstone=*/false));
+          EndOp();
+        })) {
+      (*task)(Status::Unavailable(fmt::format("OST {}: blocking queue full", options_.index)));
+      EndOp();
+    }
+  });
 }
 
 void OstStore::DestroyMany(const std::vector<ObjectId>& ids, std::vector<Status>* results) {

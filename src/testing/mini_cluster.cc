@@ -41,6 +41,8 @@ Status MiniCluster::Init() {
   dir_ = tmpl;
   secret_ = RandomBytes(32);
   cluster_uuid_ = NewUuid();
+  cold_tier_url_ =
+      options_.cold_tier_url.empty() ? "mem://" + cluster_uuid_ : options_.cold_tier_url;
   oss_ports_.assign(static_cast<size_t>(options_.num_oss), 0);
   oss_.resize(static_cast<size_t>(options_.num_oss));
   if (options_.power_loss) {
@@ -134,6 +136,7 @@ Status MiniCluster::StartOss(int i) {
   o.cluster_uuid = cluster_uuid_;
   o.io_engine = options_.io_engine;
   o.heartbeat_ms = options_.heartbeat_ms;
+  o.cold_tier_url = cold_tier_url_;
   if (!engines_.empty()) {
     o.test_engine = engines_[static_cast<size_t>(i)].get();
     o.durability_epoch = oss_epochs_[static_cast<size_t>(i)];

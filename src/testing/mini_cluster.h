@@ -51,6 +51,9 @@ struct MiniClusterOptions {
   // OSSes on in-memory engines and the MDS on a file system that drops unsynced bytes, with
   // PowerCycle(). Not with mds_in_memory (an in-memory MDS loses everything at a restart).
   bool power_loss = false;
+  // The OSSes' cold tier (HSM): an objstore URL; "" = mem://<cluster uuid>, an in-memory store
+  // of this process (SharedMemObjectStore) that outlives server restarts and power cuts.
+  std::string cold_tier_url = {};
 };
 
 class MiniCluster {
@@ -63,6 +66,9 @@ class MiniCluster {
 
   const std::string& cluster_file() const { return cluster_file_; }
   const std::string& dir() const { return dir_; }
+  const std::string& cluster_uuid() const { return cluster_uuid_; }
+  // The OSSes' cold tier URL.
+  const std::string& cold_tier_url() const { return cold_tier_url_; }
   int num_osts() const { return options_.num_oss * options_.osts_per_oss; }
   const MiniClusterOptions& options() const { return options_; }
 
@@ -127,6 +133,7 @@ class MiniCluster {
   std::string cluster_file_;
   std::string secret_;  // raw bytes
   std::string cluster_uuid_;
+  std::string cold_tier_url_;
   uint16_t mds_port_ = 0;
   std::vector<uint16_t> oss_ports_;
   std::unique_ptr<meta::MdsServer> mds_;

@@ -31,6 +31,7 @@ Status MetaService::Truncate(Txn& t,
                              pb::InodeRecord* rec,
                              uint64_t size,
                              google::protobuf::RepeatedPtrField<pb::OstTask>* punches) {
+  CIUIC_RETURN_IF_ERROR(HsmOnTruncate(t, rec, size));
   pb::Attr* a = rec->mutable_attr();
   const bool never_written = NeverWritten(*rec);
   a->set_trunc_epoch(a->trunc_epoch() + 1);

@@ -12,6 +12,7 @@
 namespace ciuic::meta {
 
 inline constexpr uint32_t kTaskDestroy = 1;
+inline constexpr uint32_t kTaskDropCopy = 4;  // HSM: delete the archived copy
 
 Status MetaService::Apply(Txn& t, const pb::UnlinkReq& req, pb::UnlinkResp* resp) {
   const pb::ReqCtx& ctx = req.ctx();
@@ -72,6 +73,22 @@ Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
   const Fid fid = ToFid(rec.attr().fid());
   t.Delete(Cf::kInodes, InodeKey(fid));
   t.Delete(Cf::kSystem, OrphanKey(fid));
+  // The archived copy goes too: the OSS of each object deletes its part (OST work log kind 4,
+  // the archived data version in `length`).
+  std::string hsm_value;
+  Status hs = t.Get(Cf::kSystem, HsmKey(fid), &hsm_value);
+  if (!hs.ok() && hs.code() != StatusCode::kNotFound)
+    return hs;
+  pb::HsmRecord hsm;
+  if (hs.ok() && hsm.ParseFromString(hsm_value) && hsm.archived_version() != 0) {
+    for (const auto& c : rec.layout().components()) {
+      for (int s = 0; s < c.osts_size(); ++s) {
+        LogTask(t, c.osts(s), rec.attr().fid(), c.id(), static_cast<uint32_t>(s), kTaskDropCopy,
+                hsm.archived_version(), nullptr);
+      }
+    }
+  }
+  t.Delete(Cf::kSystem, HsmKey(fid));
   std::vector<std::string> xattrs;
   const std::string prefix = XattrPrefix(fid);
   CIUIC_RETURN_IF_ERROR(

@@ -1,0 +1,128 @@
+#include "hsm_cmd.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace ciuic::cli {
+namespace {
+
+// Files handled at once: each is a round of requests to the MDS and the OSSes, which do the
+// copying; a few in flight keep every OSS busy without flooding the MDS.
+constexpr size_t kParallel = 8;
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+// Appends the regular files at `path` (recursively under a directory when `recursive`).
+Status Collect(Client& c, const std::string& path, bool recursive, std::vector<std::string>* out) {
+  CIUIC_ASSIGN_OR_RETURN(FileStat st, c.Stat(path));
+  if (st.is_reg()) {
+    out->push_back(path);
+    return Status::OK();
+  }
+  if (!st.is_dir())
+    return Status::InvalidArgument(fmt::format("{}: not a regular file", path));
+  if (!recursive)
+    return Status::IsADirectory(fmt::format("{}: is a directory (use -r)", path));
+  CIUIC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, c.ReadDir(path));
+  std::sort(entries.begin(), entries.end(),
+            [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  for (const DirEntry& e : entries) {
+    if (e.name == "." || e.name == "..")
+      continue;
+    const std::string child = JoinPath(path, e.name);
+    if ((e.type & S_IFMT) == S_IFDIR) {
+      CIUIC_RETURN_IF_ERROR(Collect(c, child, true, out));
+    } else if ((e.type & S_IFMT) == S_IFREG) {
+      out->push_back(child);
+    }
+  }
+  return Status::OK();
+}
+
+Status RunOne(Client& c, const std::string& action, const std::string& path, std::string* line) {
+  if (action == "archive")
+    return c.HsmArchive(path);
+  if (action == "release")
+    return c.HsmRelease(path);
+  if (action == "restore")
+    return c.HsmRestore(path);
+  if (action == "remove")
+    return c.HsmRemove(path);
+  CIUIC_ASSIGN_OR_RETURN(HsmStatus s, c.HsmGetState(path));
+  if (s.state == HsmState::kNone) {
+    *line = fmt::format("{}: none", path);
+  } else {
+    *line = fmt::format("{}: {} (archived data version {}, current {}) backend {}", path,
+                        HsmStateName(s.state), s.archived_version, s.data_version,
+                        s.backend.empty() ? "-" : s.backend);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+int CmdHsm(Client& c,
+           const std::string& action,
+           const std::vector<std::string>& paths,
+           bool recursive) {
+  int rc = 0;
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    Status st = Collect(c, p, recursive, &files);
+    if (!st.ok()) {
+      fmt::print(stderr, "ciuic: hsm {}: {}\n", action, st.message());
+      rc = 1;
+    }
+  }
+  // Results are printed in the order of `files`, whatever order they finish in.
+  std::vector<std::string> lines(files.size());
+  std::vector<Status> results(files.size());
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+  const bool progress = action != "state" && files.size() > 1 && ::isatty(STDERR_FILENO);
+  std::mutex print_mu;
+  auto worker = [&] {
+    for (size_t i = next++; i < files.size(); i = next++) {
+      results[i] = RunOne(c, action, files[i], &lines[i]);
+      const size_t n = ++done;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(print_mu);
+        fmt::print(stderr, "\rhsm {}: {}/{} files", action, n, files.size());
+        std::fflush(stderr);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < std::min(kParallel, files.size()); ++i)
+    threads.emplace_back(worker);
+  for (auto& t : threads)
+    t.join();
+  if (progress)
+    fmt::print(stderr, "\n");
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!results[i].ok()) {
+      const std::string& m = results[i].message();
+      // Messages name the file already; add it when one does not.
+      if (m.find(files[i]) == std::string::npos) {
+        fmt::print(stderr, "ciuic: hsm {}: {}: {}\n", action, files[i], m);
+      } else {
+        fmt::print(stderr, "ciuic: hsm {}: {}\n", action, m);
+      }
+      rc = 1;
+    } else if (!lines[i].empty()) {
+      fmt::print("{}\n", lines[i]);
+    }
+  }
+  return rc;
+}
+
+}  // namespace ciuic::cli

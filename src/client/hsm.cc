@@ -1,0 +1,251 @@
+// HSM from the client's side (docs/design.md "HSM"): the client drives an operation, the OSSes
+// move the bytes. HsmBegin on the MDS (checks, marks the file busy, returns the layout), one
+// kHsmObj per stripe object on the OSSes (all at once), then HsmEnd on the MDS, which records
+// the outcome. A client that dies in between leaves the file as it was.
+#include "client/hsm.h"
+
+#include <fmt/format.h>
+
+#include "client/client_core.h"
+#include "client/client_impl.h"
+#include "client/path.h"
+#include "net/pb_convert.h"
+
+namespace ciuic {
+
+const char* HsmStateName(HsmState s) {
+  switch (s) {
+    case HsmState::kNone:
+      return "none";
+    case HsmState::kArchived:
+      return "archived";
+    case HsmState::kReleased:
+      return "released";
+    case HsmState::kDirty:
+      return "dirty";
+    case HsmState::kLost:
+      return "lost";
+  }
+  return "?";
+}
+
+namespace client {
+namespace {
+
+constexpr uint32_t kOpArchive = kHsmOpArchive;
+constexpr uint32_t kOpRelease = kHsmOpRelease;
+constexpr uint32_t kOpRestore = kHsmOpRestore;
+constexpr uint32_t kOpRemove = kHsmOpRemove;
+// HsmObjReq.op (src/proto/ciuic.proto).
+constexpr uint32_t kObjArchive = 1;
+constexpr uint32_t kObjVerify = 2;
+constexpr uint32_t kObjRestore = 3;
+constexpr uint32_t kObjRemove = 4;
+
+Result<std::string> CleanPath(const std::string& path) {
+  CIUIC_RETURN_IF_ERROR(ValidatePath(path));
+  return NormalizePath(path);
+}
+
+struct ObjRef {
+  uint32_t ost = 0;
+  pb::ObjectId obj;
+};
+
+// The instantiated objects of `layout`.
+std::vector<ObjRef> ObjectsOf(const Fid& fid, const pb::Layout& layout) {
+  std::vector<ObjRef> out;
+  for (const auto& c : layout.components()) {
+    for (int s = 0; s < c.osts_size(); ++s) {
+      ObjRef r;
+      r.ost = c.osts(s);
+      net::ToPb(fid, r.obj.mutable_fid());
+      r.obj.set_comp(c.id());
+      r.obj.set_stripe(static_cast<uint32_t>(s));
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+// Runs `op` on every object at once; *backend gets an OSS's cold tier description.
+Status RunObjects(ClientCore* core,
+                  const std::vector<ObjRef>& objs,
+                  uint32_t op,
+                  uint64_t version,
+                  std::string* backend) {
+  std::vector<std::shared_ptr<OstCall>> calls;
+  auto seen = std::make_shared<std::string>();
+  auto mu = std::make_shared<std::mutex>();
+  for (const ObjRef& o : objs) {
+    auto call = std::make_shared<OstCall>();
+    call->type = net::MsgType::kHsmObj;
+    call->ost = o.ost;
+    auto req = std::make_unique<pb::HsmObjReq>();
+    req->set_ost(o.ost);
+    *req->mutable_obj() = o.obj;
+    req->set_op(op);
+    req->set_version(version);
+    call->req = std::move(req);
+    call->done = [seen, mu](Result<net::Reply> r) {
+      if (!r.ok())
+        return;
+      pb::HsmObjResp resp;
+      if (resp.ParseFromString(r->body)) {
+        std::lock_guard<std::mutex> lock(*mu);
+        if (seen->empty())
+          *seen = resp.backend();
+      }
+    };
+    calls.push_back(std::move(call));
+  }
+  Status st = core->OstCallAll(std::move(calls));
+  if (backend != nullptr)
+    *backend = *seen;
+  return st;
+}
+
+}  // namespace
+
+Status ClientImpl::HsmRun(const Fid& fid, const std::string& name, uint32_t op) {
+  return HsmRunFid(core_.get(), fid, name, op);
+}
+
+Status RestoreIfReleased(ClientCore* core,
+                         const Fid& fid,
+                         const std::string& name,
+                         bool* restored) {
+  *restored = false;
+  pb::GetAttrReq req;
+  net::ToPb(fid, req.mutable_fid());
+  pb::GetAttrResp resp;
+  // A file that is gone (or an MDS that cannot say) is not a released one: the caller keeps
+  // its own error.
+  if (!core->Mds(net::MsgType::kGetAttr, &req, &resp, false).ok() || !resp.attr().hsm_released())
+    return Status::OK();
+  CIUIC_RETURN_IF_ERROR(HsmRunFid(core, fid, name, kHsmOpRestore));
+  *restored = true;
+  return Status::OK();
+}
+
+Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint32_t op) {
+  pb::HsmBeginReq breq;
+  net::ToPb(fid, breq.mutable_fid());
+  breq.set_op(op);
+  pb::HsmBeginResp begin;
+  CIUIC_RETURN_IF_ERROR(core->Mds(net::MsgType::kHsmBegin, &breq, &begin, true).WithContext(name));
+  if (begin.nothing_to_do())
+    return Status::OK();
+  const std::vector<ObjRef> objs = ObjectsOf(fid, begin.layout());
+  auto end = [&](bool failed, bool copy_bad, const std::string& backend, pb::HsmEndResp* resp) {
+    pb::HsmEndReq req;
+    net::ToPb(fid, req.mutable_fid());
+    req.set_op(op);
+    req.set_token(begin.token());
+    req.set_failed(failed);
+    req.set_copy_bad(copy_bad);
+    req.set_backend(backend);
+    return core->Mds(net::MsgType::kHsmEnd, &req, resp, true);
+  };
+  std::string backend;
+  Status copied;
+  switch (op) {
+    case kOpArchive:
+      copied = RunObjects(core, objs, kObjArchive, begin.data_version(), &backend);
+      break;
+    case kOpRelease:
+      // The OSSes re-read the archived CRCs and compare them with the objects' blocks: nothing
+      // is released without a complete copy of exactly these bytes.
+      copied = RunObjects(core, objs, kObjVerify, begin.record().archived_version(), nullptr);
+      break;
+    case kOpRestore:
+      copied = RunObjects(core, objs, kObjRestore, begin.record().archived_version(), nullptr);
+      break;
+    default:
+      break;  // remove: the copy goes after the MDS forgot it
+  }
+  if (!copied.ok()) {
+    const StatusCode code = copied.code();
+    const bool bad =
+        op == kOpRestore && (code == StatusCode::kCorruption || code == StatusCode::kNotFound);
+    pb::HsmEndResp resp;
+    end(true, bad, "", &resp).IgnoreError();  // the copy's error is the one to report
+    if (op == kOpRestore) {
+      // Never wrong bytes: the reader gets EIO, with the reason.
+      return Status::IoError(
+          fmt::format("{}: restore from the cold tier failed: {}", name, copied.message()));
+    }
+    if (op == kOpRelease && (code == StatusCode::kCorruption || code == StatusCode::kNotFound)) {
+      return Status::Corruption(fmt::format("{}: not released: {}", name, copied.message()));
+    }
+    return copied.WithContext(fmt::format("{}: {}", name, op == kOpArchive ? "archive" : "hsm"));
+  }
+  if (op == kOpArchive && backend.empty())
+    backend = "(no objects)";
+  pb::HsmEndResp resp;
+  Status st = end(false, false, backend, &resp);
+  if (!st.ok()) {
+    if (op == kOpArchive && st.code() == StatusCode::kBusy) {
+      // Changed while copied: the copy is of no version anyone will name.
+      RunObjects(core, objs, kObjRemove, begin.data_version(), nullptr).IgnoreError();
+    }
+    return st.WithContext(name);
+  }
+  if (resp.stale_version() != 0) {
+    // An older copy (archive) or the removed one: the MDS no longer names it.
+    std::vector<ObjRef> stale = ObjectsOf(fid, resp.layout());
+    Status rm = RunObjects(core, stale, kObjRemove, resp.stale_version(), nullptr);
+    if (!rm.ok() && op == kOpRemove)
+      return rm.WithContext(fmt::format("{}: removing the archived copy", name));
+  }
+  return Status::OK();
+}
+
+Status ClientImpl::HsmPath(const std::string& path, uint32_t op) {
+  CIUIC_ASSIGN_OR_RETURN(std::string norm, CleanPath(path));
+  CIUIC_ASSIGN_OR_RETURN(Fid fid, FidOf(norm, true));
+  return HsmRun(fid, norm, op);
+}
+
+Status ClientImpl::HsmArchive(const std::string& path) {
+  return HsmPath(path, kOpArchive);
+}
+Status ClientImpl::HsmRelease(const std::string& path) {
+  return HsmPath(path, kOpRelease);
+}
+Status ClientImpl::HsmRestore(const std::string& path) {
+  return HsmPath(path, kOpRestore);
+}
+Status ClientImpl::HsmRemove(const std::string& path) {
+  return HsmPath(path, kOpRemove);
+}
+
+Result<HsmStatus> ClientImpl::HsmGetState(const std::string& path) {
+  CIUIC_ASSIGN_OR_RETURN(std::string norm, CleanPath(path));
+  CIUIC_ASSIGN_OR_RETURN(Fid fid, FidOf(norm, true));
+  pb::HsmStateReq req;
+  net::ToPb(fid, req.mutable_fid());
+  pb::HsmStateResp resp;
+  CIUIC_RETURN_IF_ERROR(core_->Mds(net::MsgType::kHsmState, &req, &resp, false).WithContext(norm));
+  HsmStatus out;
+  out.data_version = resp.attr().data_version();
+  out.archived_version = resp.record().archived_version();
+  out.backend = resp.record().backend();
+  switch (resp.record().state()) {
+    case 0:
+      out.state = HsmState::kNone;
+      break;
+    case 2:
+      out.state = HsmState::kReleased;
+      break;
+    case 3:
+      out.state = HsmState::kLost;
+      break;
+    default:
+      out.state = out.archived_version == out.data_version ? HsmState::kArchived : HsmState::kDirty;
+  }
+  return out;
+}
+
+}  // namespace client
+}  // namespace ciuic

@@ -1,0 +1,31 @@
+// HSM steps the client library drives (hsm.cc; docs/design.md "HSM"). Internal to ciuic_client.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "client/client_core.h"
+#include "common/fid.h"
+#include "common/status.h"
+
+namespace ciuic::client {
+
+// HsmBeginReq.op values.
+inline constexpr uint32_t kHsmOpArchive = 1;
+inline constexpr uint32_t kHsmOpRelease = 2;
+inline constexpr uint32_t kHsmOpRestore = 3;
+inline constexpr uint32_t kHsmOpRemove = 4;
+
+// Runs HSM operation `op` on file `fid` (`name` names it in errors): HsmBegin on the MDS, one
+// kHsmObj per stripe object on the OSSes at once, HsmEnd. OK when there is nothing to do.
+// A restore that finds the archived copy corrupt or missing returns kIoError naming `name`.
+// Blocking: never call from a network thread.
+Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint32_t op);
+
+// Asks the MDS whether `fid` is released and, if so, restores it (*restored = true). For reads
+// that skip the MDS (OpenResolved): their missing object may mean "released". OK with
+// *restored = false when the file is not released, is gone, or the MDS cannot be asked; the
+// restore's error otherwise. Blocking.
+Status RestoreIfReleased(ClientCore* core, const Fid& fid, const std::string& name, bool* restored);
+
+}  // namespace ciuic::client

@@ -1,0 +1,465 @@
+// HSM on a MiniCluster (docs/design.md "HSM"): archive / release / restore / remove through the
+// client, the OSSes copying stripe objects to the cluster's in-memory cold tier, the MDS keeping
+// the state. Real servers, real RocksDB, TCP; the cold tier is the in-memory object store the
+// OSSes share in this process (mem://<cluster uuid>), so a test can corrupt or delete a copy.
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "ciuic/client.h"
+#include "common/fid.h"
+#include "objstore/object_store_factory.h"
+#include "testing/mini_cluster.h"
+#include "tests/integration/test_util.h"
+
+namespace ciuic::testing {
+namespace {
+
+std::unique_ptr<MiniCluster> StartCluster(bool power_loss = false) {
+  MiniClusterOptions o;
+  o.power_loss = power_loss;
+  auto c = MiniCluster::Start(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+std::unique_ptr<Client> Connect(MiniCluster* c, bool short_timeouts = false) {
+  ClientOptions o;
+  if (short_timeouts) {
+    o.ost_retry_ms = 1000;
+    o.io_timeout_ms = 5000;
+    o.mds_timeout_ms = 3000;
+  }
+  auto cl = c->NewClient(o);
+  EXPECT_TRUE(cl.ok()) << cl.status().ToString();
+  return cl.ok() ? std::move(*cl) : nullptr;
+}
+
+// Writes `data` over 4 stripes of 64 KiB (every OST of the default cluster) and fsyncs it.
+Status WriteStriped(Client& c, const std::string& path, const std::string& data) {
+  const FileLayout layout = Striped(4, 64 << 10);
+  OpenOptions oo;
+  oo.layout = &layout;
+  CIUIC_ASSIGN_OR_RETURN(auto f, c.Open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644, oo));
+  CIUIC_RETURN_IF_ERROR(f->Pwrite(data.data(), data.size(), 0).status());
+  CIUIC_RETURN_IF_ERROR(f->Fsync());
+  return f->Close();
+}
+
+std::shared_ptr<objstore::MemObjectStore> ColdTier(MiniCluster& c) {
+  return objstore::SharedMemObjectStore(c.cluster_uuid());
+}
+
+// Every key of the cold tier, in order.
+std::vector<std::string> ColdKeys(MiniCluster& c) {
+  std::vector<std::string> out;
+  objstore::ListOptions lo;
+  for (;;) {
+    auto page = ColdTier(c)->List(lo);
+    EXPECT_TRUE(page.ok());
+    if (!page.ok())
+      return out;
+    for (const auto& o : page->objects)
+      out.push_back(o.key);
+    if (page->next.empty())
+      return out;
+    lo.start = page->next;
+  }
+}
+
+// The archived data objects (not the .crc ones) of version `version`.
+std::vector<std::string> DataKeys(MiniCluster& c, uint64_t version) {
+  std::vector<std::string> out;
+  const std::string mid = "/" + std::to_string(version) + "/";
+  for (const std::string& k : ColdKeys(c)) {
+    if (k.find(mid) != std::string::npos && k.size() > 4 && k.substr(k.size() - 4) != ".crc")
+      out.push_back(k);
+  }
+  return out;
+}
+
+// How many of the file's 4 stripe objects exist on the OSTs.
+int ObjectsOnOsts(MiniCluster& c, const FileStat& st) {
+  int n = 0;
+  for (uint32_t s = 0; s < 4; ++s) {
+    const ObjectId id{Fid{st.ino, st.fid_mds, st.fid_ver}, 1, s};
+    for (int ost = 0; ost < c.num_osts(); ++ost) {
+      if (!FindObjectFile(c.OstDir(static_cast<uint32_t>(ost)), id.FileName()).empty())
+        ++n;
+    }
+  }
+  return n;
+}
+
+// Waits until the OSSes applied the release (the objects are gone).
+bool WaitObjectsGone(MiniCluster& c, const FileStat& st) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (ObjectsOnOsts(c, st) == 0)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+HsmState StateOf(Client& c, const std::string& path) {
+  auto s = c.HsmGetState(path);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? s->state : HsmState::kNone;
+}
+
+TEST(HsmTest, ArchiveReleaseReadGivesTheSameBytesAndFreesTheObjects) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_NE(c, nullptr);
+  const std::string data = Pattern((1 << 20) + 12345, 1);
+  ASSERT_TRUE(WriteStriped(*c, "/f", data).ok());
+  auto before = c->Stat("/f");
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(StateOf(*c, "/f"), HsmState::kNone);
+
+  ASSERT_TRUE(c->HsmArchive("/f").ok());
+  auto s = c->HsmGetState("/f");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state, HsmState::kArchived);
+  EXPECT_EQ(s->archived_version, before->data_version);
+  EXPECT_EQ(s->backend, "mem://" + cluster->cluster_uuid());
+  // 4 objects and their CRCs, under <uuid>/<fid>/<data version>/.
+  EXPECT_EQ(ColdKeys(*cluster).size(), 8u);
+  EXPECT_EQ(DataKeys(*cluster, before->data_version).size(), 4u);
+  EXPECT_EQ(ObjectsOnOsts(*cluster, *before), 4);
+  ASSERT_TRUE(c->HsmArchive("/f").ok());  // already archived: nothing to do
+
+  ASSERT_TRUE(c->HsmRelease("/f").ok());
+  EXPECT_EQ(StateOf(*c, "/f"), HsmState::kReleased);
+  EXPECT_TRUE(WaitObjectsGone(*cluster, *before));
+  auto released = c->Stat("/f");
+  ASSERT_TRUE(released.ok());
+  EXPECT_EQ(released->size, before->size);
+  EXPECT_EQ(released->mtime_sec, before->mtime_sec);
+  EXPECT_EQ(released->mtime_nsec, before->mtime_nsec);
+  EXPECT_EQ(released->data_version, before->data_version);
+
+  // A read restores transparently, and the restore does not change the data version.
+  auto got = c->ReadFile("/f");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+  s = c->HsmGetState("/f");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state, HsmState::kArchived);
+  EXPECT_EQ(s->data_version, before->data_version);
+  EXPECT_EQ(ObjectsOnOsts(*cluster, *before), 4);
+
+  // Release and restore by hand; another client reads it back.
+  ASSERT_TRUE(c->HsmRelease("/f").ok());
+  ASSERT_TRUE(c->HsmRestore("/f").ok());
+  EXPECT_EQ(StateOf(*c, "/f"), HsmState::kArchived);
+  ASSERT_TRUE(c->HsmRestore("/f").ok());  // not released: nothing to do
+  auto c2 = Connect(cluster.get());
+  auto got2 = c2->ReadFile("/f");
+  ASSERT_TRUE(got2.ok()) << got2.status().ToString();
+  EXPECT_TRUE(*got2 == data);
+}
+
+// Unlinking an archived file deletes its copy too (OST work log tasks to the OSSes).
+TEST(HsmTest, UnlinkDeletesTheArchivedCopy) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(WriteStriped(*c, "/u", Pattern(300000, 12)).ok());
+  ASSERT_TRUE(WriteStriped(*c, "/keep", Pattern(1000, 13)).ok());
+  ASSERT_TRUE(c->HsmArchive("/u").ok());
+  ASSERT_TRUE(c->HsmArchive("/keep").ok());
+  ASSERT_TRUE(c->HsmRelease("/u").ok());
+  const size_t both = ColdKeys(*cluster).size();
+  ASSERT_EQ(both, 16u);
+  ASSERT_TRUE(c->Unlink("/u").ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ColdKeys(*cluster).size() != 8u && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ColdKeys(*cluster).size(), 8u);
+  EXPECT_EQ(StateOf(*c, "/keep"), HsmState::kArchived);
+  EXPECT_TRUE(c->HsmRelease("/keep").ok());
+  EXPECT_EQ(*c->ReadFile("/keep"), Pattern(1000, 13));
+}
+
+// Data-set reads skip the MDS (Client::OpenResolved, the loader's path): a released file read
+// from a layout resolved before the release is restored too, not read as holes.
+TEST(HsmTest, AReadFromAResolvedLayoutRestoresAReleasedFile) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  const std::string data = Pattern(600000, 9);
+  ASSERT_TRUE(WriteStriped(*c, "/ds", data).ok());
+  auto st = c->Stat("/ds");
+  ASSERT_TRUE(st.ok());
+  const FileId id{st->ino, st->fid_mds, st->fid_ver};
+  auto layout = c->GetLayoutAt(id);
+  ASSERT_TRUE(layout.ok());
+  ASSERT_TRUE(c->HsmArchive("/ds").ok());
+  ASSERT_TRUE(c->HsmRelease("/ds").ok());
+  ASSERT_TRUE(WaitObjectsGone(*cluster, *st));
+  auto f = c->OpenResolved(id, *layout, st->size, "/ds");
+  ASSERT_TRUE(f.ok());
+  std::string got(data.size(), '\0');
+  auto n = (*f)->Pread(got.data(), got.size(), 0);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, data.size());
+  EXPECT_TRUE(got == data);
+  EXPECT_EQ(StateOf(*c, "/ds"), HsmState::kArchived);
+}
+
+TEST(HsmTest, AWriteMakesItDirtyAndANewArchiveReplacesTheOldCopy) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(WriteStriped(*c, "/d", Pattern(300000, 2)).ok());
+  ASSERT_TRUE(c->HsmArchive("/d").ok());
+  const uint64_t v1 = c->HsmGetState("/d")->archived_version;
+  {
+    auto f = c->Open("/d", O_WRONLY, 0);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite("xyz", 3, 10).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  auto s = c->HsmGetState("/d");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->state, HsmState::kDirty);
+  EXPECT_EQ(s->archived_version, v1);
+  EXPECT_GT(s->data_version, v1);
+
+  Status r = c->HsmRelease("/d");
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << r.ToString();
+  EXPECT_NE(r.message().find("dirty"), std::string::npos) << r.ToString();
+  EXPECT_NE(r.message().find("/d"), std::string::npos) << r.ToString();
+
+  ASSERT_TRUE(c->HsmArchive("/d").ok());
+  s = c->HsmGetState("/d");
+  EXPECT_EQ(s->state, HsmState::kArchived);
+  EXPECT_EQ(s->archived_version, s->data_version);
+  // The old copy went once the MDS recorded the new one.
+  EXPECT_EQ(DataKeys(*cluster, v1).size(), 0u);
+  EXPECT_GT(DataKeys(*cluster, s->data_version).size(), 0u);
+}
+
+TEST(HsmTest, WriteToAReleasedFileRestoresItFirst) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  std::string data = Pattern(700000, 3);
+  ASSERT_TRUE(WriteStriped(*c, "/w", data).ok());
+  ASSERT_TRUE(c->HsmArchive("/w").ok());
+  ASSERT_TRUE(c->HsmRelease("/w").ok());
+  {
+    auto f = c->Open("/w", O_RDWR, 0);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    ASSERT_TRUE((*f)->Pwrite("HELLO", 5, 200000).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  data.replace(200000, 5, "HELLO");
+  auto got = c->ReadFile("/w");
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(*got == data);
+  EXPECT_EQ(StateOf(*c, "/w"), HsmState::kDirty);
+
+  // O_TRUNC of a released file needs none of its bytes: it is emptied, not restored.
+  ASSERT_TRUE(c->HsmArchive("/w").ok());
+  ASSERT_TRUE(c->HsmRelease("/w").ok());
+  ASSERT_TRUE(c->WriteFile("/w", "new", 0644).ok());
+  EXPECT_EQ(*c->ReadFile("/w"), "new");
+  EXPECT_EQ(StateOf(*c, "/w"), HsmState::kDirty);
+  // Truncating a released file to a non-zero size would need its bytes: refused.
+  ASSERT_TRUE(WriteStriped(*c, "/t", Pattern(100000, 4)).ok());
+  ASSERT_TRUE(c->HsmArchive("/t").ok());
+  ASSERT_TRUE(c->HsmRelease("/t").ok());
+  Status t = c->Truncate("/t", 10);
+  EXPECT_EQ(t.code(), StatusCode::kBusy) << t.ToString();
+  EXPECT_EQ(c->ReadFile("/t")->size(), 100000u);
+}
+
+TEST(HsmTest, ACorruptArchivedObjectIsAnIoErrorNamingTheFile) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c->Mkdir("/data").ok());
+  ASSERT_TRUE(WriteStriped(*c, "/data/bad", Pattern(500000, 5)).ok());
+  ASSERT_TRUE(c->HsmArchive("/data/bad").ok());
+  ASSERT_TRUE(c->HsmRelease("/data/bad").ok());
+  const uint64_t v = c->HsmGetState("/data/bad")->archived_version;
+  auto keys = DataKeys(*cluster, v);
+  ASSERT_EQ(keys.size(), 4u);
+  auto store = ColdTier(*cluster);
+  auto bytes = store->GetAll(keys[1]);
+  ASSERT_TRUE(bytes.ok());
+  (*bytes)[bytes->size() / 2] ^= 0x20;
+  ASSERT_TRUE(store->Put(keys[1], *bytes).ok());
+
+  auto got = c->ReadFile("/data/bad");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kIoError) << got.status().ToString();
+  EXPECT_EQ(got.status().ToErrno(), EIO);
+  EXPECT_NE(got.status().message().find("/data/bad"), std::string::npos) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("corrupt"), std::string::npos) << got.status().ToString();
+  EXPECT_EQ(StateOf(*c, "/data/bad"), HsmState::kLost);
+  // Still no wrong bytes on the next try.
+  EXPECT_EQ(c->ReadFile("/data/bad").status().code(), StatusCode::kIoError);
+}
+
+TEST(HsmTest, AMissingArchivedObjectIsAClearError) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(WriteStriped(*c, "/gone", Pattern(400000, 6)).ok());
+  ASSERT_TRUE(c->HsmArchive("/gone").ok());
+  ASSERT_TRUE(c->HsmRelease("/gone").ok());
+  auto keys = DataKeys(*cluster, c->HsmGetState("/gone")->archived_version);
+  ASSERT_FALSE(keys.empty());
+  ASSERT_TRUE(ColdTier(*cluster)->Delete(keys[0]).ok());
+  Status st = c->HsmRestore("/gone");
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+  EXPECT_NE(st.message().find("/gone"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("missing"), std::string::npos) << st.ToString();
+  EXPECT_EQ(c->Open("/gone", O_RDONLY, 0).status().code(), StatusCode::kIoError);
+  EXPECT_EQ(StateOf(*c, "/gone"), HsmState::kLost);
+}
+
+TEST(HsmTest, ReleaseAndRemoveAreRefusedWhenTheyWouldLoseData) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(WriteStriped(*c, "/r", Pattern(200000, 7)).ok());
+  Status st = c->HsmRelease("/r");
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("not archived"), std::string::npos) << st.ToString();
+  ASSERT_TRUE(c->HsmArchive("/r").ok());
+  {
+    auto f = c->Open("/r", O_RDONLY, 0);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(c->HsmRelease("/r").code(), StatusCode::kBusy);
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  ASSERT_TRUE(c->HsmRelease("/r").ok());
+  st = c->HsmRemove("/r");
+  EXPECT_EQ(st.code(), StatusCode::kBusy) << st.ToString();
+  ASSERT_TRUE(c->HsmRestore("/r").ok());
+  ASSERT_TRUE(c->HsmRemove("/r").ok());
+  EXPECT_EQ(StateOf(*c, "/r"), HsmState::kNone);
+  EXPECT_TRUE(ColdKeys(*cluster).empty());
+  EXPECT_EQ(c->HsmRelease("/r").code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(c->ReadFile("/r").ok());
+
+  ASSERT_TRUE(c->Mkdir("/dir").ok());
+  EXPECT_EQ(c->HsmArchive("/dir").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->HsmArchive("/nope").code(), StatusCode::kNotFound);
+
+  // A cold tier that fails mid-archive leaves the file unarchived.
+  ColdTier(*cluster)->TEST_FailNext(1000, Status::IoError("injected store failure"));
+  st = c->HsmArchive("/r");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("/r"), std::string::npos) << st.ToString();
+  ColdTier(*cluster)->TEST_FailNext(0, Status::OK());
+  EXPECT_EQ(StateOf(*c, "/r"), HsmState::kNone);
+  EXPECT_EQ(c->HsmRelease("/r").code(), StatusCode::kInvalidArgument);
+}
+
+// Client keys (capabilities on every OSS request): a tenant archives and releases its own file;
+// a read-only key may read (so restore) a released file but not archive or release one.
+TEST(HsmTest, ClientKeysUseCapabilitiesAndReadOnlyKeysOnlyRestore) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto admin = Connect(cluster.get());
+  ASSERT_TRUE(admin->Mkdir("/t", 0777).ok());
+  pb::ClientKeyRecord rules;
+  rules.set_name("tenant");
+  auto file = cluster->AddClientKey(rules);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ClientOptions o;
+  o.cluster_file = *file;
+  o.uid = 1000;
+  o.gid = 1000;
+  auto tenant = cluster->NewClient(o);
+  ASSERT_TRUE(tenant.ok()) << tenant.status().ToString();
+  const std::string data = Pattern(250000, 11);
+  ASSERT_TRUE(WriteStriped(**tenant, "/t/mine", data).ok());
+  ASSERT_TRUE((*tenant)->HsmArchive("/t/mine").ok());
+  ASSERT_TRUE((*tenant)->HsmRelease("/t/mine").ok());
+  EXPECT_EQ(*(*tenant)->ReadFile("/t/mine"), data);
+  ASSERT_TRUE((*tenant)->Chmod("/t/mine", 0644).ok());
+  ASSERT_TRUE((*tenant)->HsmRelease("/t/mine").ok());
+
+  pb::ClientKeyRecord ro;
+  ro.set_name("reader");
+  ro.set_read_only(true);
+  auto ro_file = cluster->AddClientKey(ro);
+  ASSERT_TRUE(ro_file.ok());
+  o.cluster_file = *ro_file;
+  o.uid = 2000;
+  o.gid = 2000;
+  auto reader = cluster->NewClient(o);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->HsmArchive("/t/mine").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*reader)->HsmRelease("/t/mine").code(), StatusCode::kPermissionDenied);
+  auto got = (*reader)->ReadFile("/t/mine");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(*got == data);
+  EXPECT_EQ(StateOf(**reader, "/t/mine"), HsmState::kArchived);
+}
+
+// Power cuts at varying points of archive + release, of the whole cluster, of the MDS alone and
+// of one OSS alone: a file is never released without a complete copy, and its bytes always read
+// back. (Each round prints where its cut left the file.)
+TEST(HsmTest, PowerCutsMidArchiveOrReleaseNeverLoseData) {
+  auto cluster = StartCluster(/*power_loss=*/true);
+  ASSERT_NE(cluster, nullptr);
+  const std::string data = Pattern(3 << 20, 8);
+  for (int round = 0; round < 12; ++round) {
+    SCOPED_TRACE(round);
+    const std::string path = "/p" + std::to_string(round);
+    const int delay_ms = 2 + 6 * (round / 3) + 3 * (round % 3);
+    {
+      auto c = Connect(cluster.get(), true);
+      ASSERT_TRUE(WriteStriped(*c, path, data).ok());
+      ASSERT_TRUE(c->FsyncDir("/").ok());
+      std::thread worker([&] {
+        Status a = c->HsmArchive(path);
+        if (a.ok())
+          c->HsmRelease(path).IgnoreError();  // may be cut short: checked below
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      if (round % 3 == 0) {
+        ASSERT_TRUE(cluster->PowerCycle().ok());
+      } else if (round % 3 == 1) {
+        ASSERT_TRUE(cluster->PowerCycleMds().ok());
+      } else {
+        ASSERT_TRUE(cluster->PowerCycleOss(round % 2).ok());
+      }
+      worker.join();
+    }
+    auto c = Connect(cluster.get());
+    auto s = c->HsmGetState(path);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    std::printf("round %d: cut (%s) after %d ms left the file %s\n", round,
+                round % 3 == 0   ? "cluster"
+                : round % 3 == 1 ? "MDS"
+                                 : "one OSS",
+                delay_ms, HsmStateName(s->state));
+    if (s->state == HsmState::kNone) {
+      EXPECT_EQ(c->HsmRelease(path).code(), StatusCode::kInvalidArgument);
+    } else if (s->state == HsmState::kArchived) {
+      ASSERT_TRUE(c->HsmRelease(path).ok());
+    } else {
+      EXPECT_EQ(s->state, HsmState::kReleased);
+    }
+    auto got = c->ReadFile(path);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_TRUE(*got == data);
+  }
+}
+
+}  // namespace
+}  // namespace ciuic::testing
