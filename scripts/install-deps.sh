@@ -9,25 +9,25 @@ PACKAGES=(
   libssl-dev libcurl4-openssl-dev libisal-dev libzstd-dev libcli11-dev libfmt-dev libspdlog-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-pytest python3-fsspec python3-torch python3-torchvision pybind11-dev
-  python3-botocore
+  python3-botocore nodejs
   fio procps psmisc rsync sqlite3 tar iproute2 gnuplot-nox python3-matplotlib
 )
 
 # npm's s3rver, the S3-compatible server the objstore tests start (tests/s3/package.json and
-# its package-lock.json). npm ci only when node_modules is missing or older than the lock file.
+# its package-lock.json), unpacked by scripts/npm_lock_install.py rather than npm: Debian's npm
+# package brings about 420 packages, minutes of every fresh CI machine, and the lock file pins
+# every tarball and its hash anyway. Node itself is one package. Reinstalled only when
+# node_modules is missing or older than the lock file.
 install_npm_deps() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/s3"
+  local top dir
+  top="$(cd "$(dirname "$0")/.." && pwd)"
+  dir="$top/tests/s3"
   if [ -f "$dir/node_modules/.package-lock.json" ] &&
     [ ! "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     return 0
   fi
-  if ! command -v npm >/dev/null 2>&1; then
-    echo "install-deps: npm is missing; installing Debian's nodejs and npm"
-    ${SUDO:-} apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends nodejs npm
-  fi
-  echo "install-deps: npm ci in tests/s3"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  echo "install-deps: s3rver's packages in tests/s3/node_modules"
+  /usr/bin/python3 "$top/scripts/npm_lock_install.py" "$dir"
 }
 
 missing=()

@@ -20,7 +20,17 @@ for a in "$@"; do
   esac
 done
 
+# Seconds per phase go in the summary: CI's time limit is the whole run, so know where it goes.
+start=$SECONDS
+phase_start=$SECONDS
+timings=()
+phase_done() {  # name
+  timings+=("$(printf '%-14s %5d s' "$1" $((SECONDS - phase_start)))")
+  phase_start=$SECONDS
+}
+
 scripts/install-deps.sh
+phase_done "dependencies"
 export CTEST_OUTPUT_ON_FAILURE=1
 jobs=$(nproc)
 status=0
@@ -41,13 +51,17 @@ run_ctest() {  # name build-dir ctest-args...
 
 echo "== release build"
 scripts/build.sh release
+phase_done "release build"
 run_ctest release build/release
+phase_done "release tests"
 
 if [ "$asan" = 1 ]; then
   echo "== ASan+UBSan build (the 100,000-entry readdir runs in the release tree only: ~150 s under ASan)"
   scripts/build.sh asan
+  phase_done "asan build"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest asan build/asan -LE 'python' -E 'ReadDirOf100000Entries'
+  phase_done "asan tests"
 fi
 
 if [ "$fuzz" = 1 ]; then
@@ -58,11 +72,14 @@ if [ "$fuzz" = 1 ]; then
     status=1
     summary+=("fuzz: FAILED (build/fuzz-ci.log)")
   fi
+  phase_done "fuzz"
 fi
 
 echo
 echo "== summary"
 printf '%s\n' "${summary[@]}"
+printf '%s\n' "${timings[@]}"
+echo "total          $((SECONDS - start)) s"
 passed=0 failed=0
 for d in build/release/ctest-release.log build/asan/ctest-asan.log; do
   [ -f "$d" ] || continue
