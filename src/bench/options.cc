@@ -96,6 +96,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   std::string block_s;
   std::string per_oss_s;
   std::string rand_file_s;
+  std::string tier_size_s;
   std::string scaling_oss_s;
   std::string scaling_clients_s;
   bool no_progress = false;
@@ -107,9 +108,10 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   app.add_option("--target", targets,
                  "target (repeatable): ciuic, fuse, local:DIR, path:DIR (any mounted file "
                  "system); default: local:<work dir> and ciuic");
-  app.add_option("--phases", phases,
-                 "comma-separated phases: seq, rand, latency, meta, scaling, loader, checkpoint "
-                 "(default: all)");
+  app.add_option(
+      "--phases", phases,
+      "comma-separated phases: seq, rand, latency, meta, scaling, loader, checkpoint, tier "
+      "(default: all)");
   app.add_option("--cluster", o.cluster_file,
                  "cluster file of a running cluster; default: start a fresh local cluster");
   app.add_option("--size", size_s, "bytes written per seq phase, all clients together (1G)");
@@ -133,6 +135,11 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   app.add_option("--scaling-mbit", o.scaling_mbit, "scaling: shaped rate of each OSS link")
       ->check(CLI::Range(1, 100000));
   app.add_option("--scaling-per-oss", per_oss_s, "scaling: bytes read per OSS (96M)");
+  app.add_option("--tier-size", tier_size_s,
+                 "tier: bytes of the file archived, released and restored (1G)");
+  app.add_option("--tier-cold", o.tier_cold,
+                 "tier: the cold tier URL of the --cluster given (a fresh local cluster's is "
+                 "known)");
   app.add_flag("--quick", o.quick, "small sizes and one run: the whole suite in under 3 minutes");
   app.add_flag("--with-peers", o.with_peers,
                "also start a FUSE passthrough of the local disk, MooseFS and GlusterFS with the "
@@ -173,7 +180,14 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       per_oss_s = "24M";
     if (rand_file_s.empty())
       rand_file_s = "128M";
+    if (tier_size_s.empty())
+      tier_size_s = "64M";
   }
+  if (!tier_size_s.empty()) {
+    CIUIC_ASSIGN_OR_RETURN(o.tier_size, ParseSize(tier_size_s));
+  }
+  if (o.tier_size < (8u << 20) || o.tier_size % (8u << 20) != 0)
+    return Status::InvalidArgument("--tier-size must be a multiple of 8M");
   if (!rand_file_s.empty()) {
     CIUIC_ASSIGN_OR_RETURN(o.rand_file, ParseSize(rand_file_s));
   }

@@ -12,8 +12,8 @@ namespace ciuic::bench {
 
 // The phases, in the order they run.
 inline const std::vector<std::string>& AllPhases() {
-  static const std::vector<std::string> kPhases = {"seq",     "rand",   "latency",   "meta",
-                                                   "scaling", "loader", "checkpoint"};
+  static const std::vector<std::string> kPhases = {"seq",     "rand",   "latency",    "meta",
+                                                   "scaling", "loader", "checkpoint", "tier"};
   return kPhases;
 }
 
@@ -45,6 +45,8 @@ struct Options {
   std::vector<int> scaling_clients = {1, 2, 4};
   int scaling_mbit = 200;                  // shaped rate of each OSS link
   uint64_t scaling_per_oss = 96ull << 20;  // bytes read per OSS in the scaling phase
+  uint64_t tier_size = 1ull << 30;  // tier: bytes of the file archived, released and restored
+  std::string tier_cold;            // tier: the cluster's cold tier URL (with --cluster)
   bool quick = false;
   bool with_peers = false;
   std::string peers_dir;  // default: <repo>/../shared/peers when found

@@ -22,6 +22,7 @@
 #include "bench/report.h"
 #include "bench/scaling.h"
 #include "bench/target.h"
+#include "bench/tier.h"
 #include "common/config.h"
 
 namespace ciuic::bench {
@@ -78,6 +79,7 @@ class Driver {
   std::string bin_dir_ = SelfDir();
   std::string work_;  // this run's temp dir
   std::string cluster_file_;
+  std::string cold_url_;  // the cluster's cold tier (tier phase)
   std::vector<LiveTarget> targets_;
   Report report_;
   int drops_ok_ = 0;
@@ -120,6 +122,7 @@ Status Driver::StartLocalCluster() {
   if (rc != 0)
     return Status::Unavailable(fmt::format("ciuic cluster up failed: {}", LastLines(log, 2)));
   cluster_file_ = dir + "/cluster.conf";
+  cold_url_ = "file://" + dir + "/cold";  // cluster up's default cold tier
   report_.Note(fmt::format("ciuic: fresh local cluster (1 MDS, 2 OSS x 2 OSTs) in a temp dir"));
   return Status::OK();
 }
@@ -207,12 +210,13 @@ Status Driver::SetUpTargets() {
   for (const auto& t : o_.targets)
     need_cluster |= in_process && (t.kind == TargetKind::kCiuic || t.kind == TargetKind::kFuse);
   for (const auto& p : o_.phases)
-    need_cluster |= p == "loader" || p == "checkpoint";
+    need_cluster |= p == "loader" || p == "checkpoint" || p == "tier";
   if (need_cluster) {
     if (o_.cluster_file.empty()) {
       CIUIC_RETURN_IF_ERROR(StartLocalCluster());
     } else {
       CIUIC_ASSIGN_OR_RETURN(cluster_file_, FindClusterFile(o_.cluster_file));
+      cold_url_ = o_.tier_cold;
     }
   }
   for (const auto& spec : o_.targets) {
@@ -380,6 +384,29 @@ int Driver::Run() {
         std::fprintf(stderr, "ciuic-benchmark: scaling failed: %s\n", ss.ToString().c_str());
         report_.Skip("scaling", "ciuic", "failed: " + ss.ToString());
         rc = 1;
+      }
+    }
+  }
+  if (want("tier")) {
+    if (cold_url_.empty()) {
+      report_.Skip("tier", "ciuic", "--cluster given without --tier-cold URL");
+      Progress("tier skipped: --cluster given without --tier-cold URL");
+    }
+    for (int run = 0; run < o_.runs && !cold_url_.empty(); ++run) {
+      TierOptions to;
+      to.cluster_file = cluster_file_;
+      to.cold_url = cold_url_;
+      to.size = o_.tier_size;
+      to.run = run;
+      to.drop_caches = [this] { Drop(); };
+      to.progress = [this](const std::string& l) { Progress(l); };
+      Progress(fmt::format("run {}/{}: tier on ciuic", run + 1, o_.runs));
+      Status ts = RunTierPhase(to, &report_);
+      if (!ts.ok()) {
+        std::fprintf(stderr, "ciuic-benchmark: tier failed: %s\n", ts.ToString().c_str());
+        report_.Skip("tier", "ciuic", "failed: " + ts.ToString());
+        rc = 1;
+        break;
       }
     }
   }

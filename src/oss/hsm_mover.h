@@ -85,6 +85,14 @@ class HsmMover {
                     std::vector<uint32_t>* crcs,
                     std::string* dst);
   Result<ArchivedCrcs> LoadCrcs(const ObjectId& id, uint64_t version);
+  // One chunk of Restore: GETs [off, off + chunk) of `key`, checks it against `c` and writes it
+  // to `staging` through `buf` (the caller's, reused). Called from several threads at once.
+  Status RestoreChunk(OstStore* ost,
+                      const ObjectId& staging,
+                      const std::string& key,
+                      const ArchivedCrcs& c,
+                      uint64_t off,
+                      AlignedBuffer* buf);
 
   objstore::ObjectStore* const store_;
   const std::string uuid_;

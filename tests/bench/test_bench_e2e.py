@@ -31,6 +31,7 @@ def check_errors(bench):
         (["--phases", "seq,warp"], "unknown phase 'warp'"),
         (["--target", "path:/nonexistent/ciuic-e2e"], "not an existing directory"),
         (["--target", "local:"], "needs a directory"),
+        (["--tier-size", "5M"], "--tier-size must be a multiple of 8M"),
     ]
     for args, want in cases:
         p = run(bench, args, 30)
@@ -61,7 +62,7 @@ def main():
         os.makedirs(work)
         args = ["--quick", "--no-progress", "--size", "32M", "--rand-file", "16M",
                 "--rand-seconds", "0.5", "--latency-ops", "50", "--meta-files", "100",
-                "--phases", "seq,rand,latency,meta,scaling",
+                "--phases", "seq,rand,latency,meta,scaling,tier", "--tier-size", "16M",
                 "--scaling-oss", "1,2", "--scaling-clients", "1,2", "--scaling-per-oss", "4M",
                 "--scaling-mbit", "400",
                 "--target", "local:" + os.path.join(tmp, "local"), "--target", "ciuic",
@@ -95,6 +96,12 @@ def main():
             for name in EXPECTED:
                 if (name, t) not in got:
                     fail(f"{name} on {t} missing")
+        # The tier phase (ciuic only): archive, the store's own GETs, release and restore; each
+        # read was checked byte for byte against what was written.
+        for name in ("tier_read_hot", "tier_archive", "tier_store_get", "tier_read_restore",
+                     "tier_restore_vs_store"):
+            if (name, "ciuic") not in got:
+                fail(f"{name} missing")
         for k, v in doc["limits"].items():
             if not v > 0:
                 fail(f"limit {k} = {v}")
