@@ -914,14 +914,21 @@ int CmdDf(bool human) {
                fmt_sz(o.capacity), fmt_sz(used), fmt_sz(o.free),
                o.capacity ? used * 100 / o.capacity : 0, o.state, o.addr);
   }
-  auto sf = (*c)->Statfs();
-  if (sf.ok()) {
+  auto sf = (*c)->StatfsTiers();
+  if (!sf.ok())
+    return Fail(sf.status());
+  {
     tc = sf->total_bytes;
     tf = sf->avail_bytes;
     uint64_t used = tc > tf ? tc - tf : 0;
     fmt::print("{:<10} {:>14} {:>14} {:>14} {:>4}%  (OSTs sharing a device counted once)\n",
                "total", fmt_sz(tc), fmt_sz(used), fmt_sz(tf), tc ? used * 100 / tc : 0);
     fmt::print("inodes: {} used, {} free\n", sf->total_inodes - sf->free_inodes, sf->free_inodes);
+    // Bytes per tier: the OSTs hold what is above; the cold tier holds a copy of every
+    // archived file, and the only copy of released ones.
+    fmt::print("{:<10} {:>14} in {} files ({} released: {}, only there; {} dirty)\n", "cold tier",
+               fmt_sz(sf->cold_bytes), sf->cold_files, sf->released_files,
+               fmt_sz(sf->released_bytes), sf->dirty_files);
   }
   return 0;
 }
@@ -1174,7 +1181,7 @@ int Main(int argc, char** argv) {
     });
   }
 
-  auto* df = app.add_subcommand("df", "space per OST\nExample: ciuic df -h");
+  auto* df = app.add_subcommand("df", "space per OST and in the cold tier\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");
   df->add_flag("-h,--human-readable", flag_h, "human-readable sizes");
   df->callback([&] { rc = CmdDf(flag_h); });
