@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/fid.h"
 #include "hsm_cmd.h"
+#include "hsm_policy_cmd.h"
 #include "mount_cmd.h"
 #include "mount_path.h"
 #include "pack_cmd.h"
@@ -1180,6 +1181,59 @@ int Main(int argc, char** argv) {
       rc = CmdHsm(**c, name, resolved, hsm_r);
     });
   }
+
+  std::string pol_dir;
+  std::vector<std::string> pol_args;
+  auto* pol = hsm->add_subcommand(
+      "policy",
+      "set or show a directory's HSM policy: never, archive-after DURATION (s, m, h, d) or "
+      "release-at-watermark (the nearest directory with one decides)\n"
+      "Example: ciuic hsm policy /datasets/old archive-after 7d");
+  pol->add_option("dir", pol_dir, "cluster directory, or a directory inside a ciuic mount")
+      ->required();
+  pol->add_option("policy", pol_args, "never | archive-after DURATION | release-at-watermark");
+  pol->callback([&] {
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    auto p = ClusterPathArg(**c, pol_dir);
+    if (!p.ok()) {
+      rc = Fail(p.status());
+      return;
+    }
+    rc = CmdHsmPolicy(**c, *p, pol_args);
+  });
+  SweepOptions sweep;
+  std::string sweep_default = "release-at-watermark";
+  auto* sw = hsm->add_subcommand(
+      "sweep",
+      "one pass of the HSM policy: archive cold files, release the least recently used "
+      "archived ones while the OSTs are above the high watermark, down to the low one\n"
+      "Example: ciuic hsm sweep --high 90 --low 80");
+  sw->add_option("--root", sweep.root, "directory to sweep (default /)");
+  sw->add_option("--high", sweep.high_pct, "high watermark, % of OST space used (default 90)")
+      ->check(CLI::Range(0.0, 100.0));
+  sw->add_option("--low", sweep.low_pct, "low watermark, % of OST space used (default 80)")
+      ->check(CLI::Range(0.0, 100.0));
+  sw->add_option("--default", sweep_default,
+                 "policy of directories with none: never, release-at-watermark or "
+                 "archive-after=SECONDS");
+  sw->callback([&] {
+    auto d = ParsePolicyValue(sweep_default);
+    if (!d.ok()) {
+      rc = Fail(d.status());
+      return;
+    }
+    sweep.default_policy = *d;
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    rc = CmdHsmSweep(**c, sweep);
+  });
 
   auto* df = app.add_subcommand("df", "space per OST and in the cold tier\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end HSM policy pieces with the real binaries (docs/design.md "HSM policy"):
-`ciuic df` shows bytes per tier (OSTs, cold tier, released), counted from the MDS's HSM records.
+`ciuic df` shows bytes per tier (OSTs, cold tier, released), counted from the MDS's HSM records;
+`ciuic hsm policy DIR ...` sets a directory's policy and `ciuic hsm sweep` applies it (archive
+after a time unused; release least recently used archived files above the high watermark).
 
 Usage: test_hsm_policy.py --bin-dir BUILD/apps  (ctest passes it)
 """
@@ -80,6 +82,64 @@ class DfTest(unittest.TestCase):
         self.assertRegex(out, r"(?m)^total ")
         human = ciuic("df", "-h", env=self.env).stdout.decode()
         self.assertRegex(human, r"(?m)^cold tier\s+3\.0 MiB in 1 files")
+
+    def state(self, path):
+        return ciuic("hsm", "state", path, env=self.env).stdout.decode()
+
+    def test_policy_set_show_and_bad_input(self):
+        ciuic("mkdir", "-p", "/p/a", env=self.env)
+        self.assertIn("/p: (inherited)", ciuic("hsm", "policy", "/p", env=self.env).stdout.decode())
+        ciuic("hsm", "policy", "/p", "archive-after", "2h", env=self.env)
+        self.assertIn("/p: archive-after 7200s",
+                      ciuic("hsm", "policy", "/p", env=self.env).stdout.decode())
+        ciuic("hsm", "policy", "/p", "never", env=self.env)
+        self.assertIn("/p: never", ciuic("hsm", "policy", "/p", env=self.env).stdout.decode())
+        for bad in (["archive-after", "7x"], ["archive-after"], ["sometimes"],
+                    ["never", "extra"]):
+            r = ciuic("hsm", "policy", "/p", *bad, env=self.env, check=False)
+            self.assertNotEqual(r.returncode, 0, bad)
+            self.assertEqual(len(r.stderr.decode().strip().splitlines()), 1, r.stderr)
+        # The policy that was set is kept.
+        self.assertIn("/p: never", ciuic("hsm", "policy", "/p", env=self.env).stdout.decode())
+        self.put_random("/p/f", 4096)
+        r = ciuic("hsm", "policy", "/p/f", "never", env=self.env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("not a directory", r.stderr.decode())
+        r = ciuic("hsm", "sweep", "--high", "50", "--low", "60", env=self.env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.decode().strip().splitlines()), 1, r.stderr)
+
+    def test_sweep_archives_cold_files_and_releases_above_the_watermark(self):
+        ciuic("mkdir", "-p", "/sw/keep", "/sw/cold", "/sw/plain", env=self.env)
+        ciuic("hsm", "policy", "/sw/keep", "never", env=self.env)
+        ciuic("hsm", "policy", "/sw/cold", "archive-after", "0s", env=self.env)
+        self.put_random("/sw/keep/k.bin", 1 << 20)
+        src = self.put_random("/sw/cold/c.bin", 1 << 20)
+        self.put_random("/sw/plain/p.bin", 1 << 20)
+        self.put_random("/sw/plain/d.bin", 1 << 20)
+        ciuic("hsm", "archive", "/sw/keep/k.bin", "/sw/plain/d.bin", env=self.env)
+        # d.bin changes after its archive: dirty, so never released.
+        ciuic("put", src, "/sw/plain/d.bin", env=self.env)
+        # Watermarks above any real use: archive only, release nothing.
+        out = ciuic("hsm", "sweep", "--root", "/sw", "--high", "100", "--low", "100",
+                    env=self.env).stdout.decode()
+        self.assertIn("archived /sw/cold/c.bin", out)
+        self.assertNotIn("released", out)
+        self.assertIn("archived", self.state("/sw/cold/c.bin"))
+        self.assertIn(": none", self.state("/sw/plain/p.bin"))
+        # Watermarks under any real use: release every current archived file outside "never".
+        out = ciuic("hsm", "sweep", "--root", "/sw", "--high", "0", "--low", "0",
+                    env=self.env).stdout.decode()
+        self.assertIn("released /sw/cold/c.bin", out)
+        self.assertIn("released", self.state("/sw/cold/c.bin"))
+        self.assertIn("archived", self.state("/sw/keep/k.bin"))
+        self.assertIn("dirty", self.state("/sw/plain/d.bin"))
+        self.assertIn(": none", self.state("/sw/plain/p.bin"))
+        # The released file reads back whole.
+        got = os.path.join(self.tmp, "c.back")
+        ciuic("get", "/sw/cold/c.bin", got, env=self.env)
+        with open(got, "rb") as a, open(src, "rb") as b:
+            self.assertEqual(a.read(), b.read())
 
 
 if __name__ == "__main__":
