@@ -967,6 +967,18 @@ int Main(int argc, char** argv) {
   up_cmd->add_option("--cold-tier", up.cold_tier,
                      "HSM cold tier of a new cluster: file:///DIR or s3://BUCKET[/PREFIX] "
                      "(default: DIR/cold)");
+  up_cmd
+      ->add_option("--hsm-every", up.hsm_every_s,
+                   "run the HSM policy (ciuic hsm sweep) every SECONDS; 0: not at all (saved; "
+                   "default 0)")
+      ->check(CLI::Range(0, 86400));
+  up_cmd->add_option("--hsm-high", up.hsm_high, "HSM high watermark, % of OST space (saved; 90)")
+      ->check(CLI::Range(0.0, 100.0));
+  up_cmd->add_option("--hsm-low", up.hsm_low, "HSM low watermark, % of OST space (saved; 80)")
+      ->check(CLI::Range(0.0, 100.0));
+  up_cmd->add_option("--hsm-default", up.hsm_default,
+                     "HSM policy of directories with none: never, release-at-watermark or "
+                     "archive-after=SECONDS (saved; release-at-watermark)");
   up_cmd->callback([&] {
     up.dir = DefaultClusterDir(up.dir);
     rc = ClusterUp(up);
@@ -1220,6 +1232,8 @@ int Main(int argc, char** argv) {
   sw->add_option("--default", sweep_default,
                  "policy of directories with none: never, release-at-watermark or "
                  "archive-after=SECONDS");
+  sw->add_option("--every", sweep.every_s, "repeat every SECONDS until killed (0: once)")
+      ->check(CLI::Range(0, 86400));
   sw->callback([&] {
     auto d = ParsePolicyValue(sweep_default);
     if (!d.ok()) {

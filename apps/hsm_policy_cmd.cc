@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <map>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -179,7 +180,9 @@ int CmdHsmPolicy(Client& c, const std::string& dir, const std::vector<std::strin
   return 0;
 }
 
-int CmdHsmSweep(Client& c, const SweepOptions& o) {
+namespace {
+
+int SweepOnce(Client& c, const SweepOptions& o) {
   auto fail = [&](const std::string& m) {
     fmt::print(stderr, "ciuic: hsm sweep: {}\n", m);
     return 1;
@@ -238,6 +241,18 @@ int CmdHsmSweep(Client& c, const SweepOptions& o) {
     }
   }
   return rc;
+}
+
+}  // namespace
+
+int CmdHsmSweep(Client& c, const SweepOptions& o) {
+  if (o.every_s <= 0)
+    return SweepOnce(c, o);
+  for (;;) {
+    SweepOnce(c, o);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(o.every_s));
+  }
 }
 
 }  // namespace ciuic::cli

@@ -35,12 +35,14 @@ struct SweepOptions {
   double high_pct = 90;  // release when the OSTs' used share passes this...
   double low_pct = 80;   // ...until it is under this
   HsmPolicy default_policy;
+  int every_s = 0;  // > 0: repeat every this many seconds until killed
 };
 
 // One pass of the policy engine: archives the files of archive-after directories that nobody
 // touched (atime and mtime) for that long, then, when the OSTs' used share is above
 // high_pct, releases archived, current, closed files, least recently used first, until the
-// bytes released bring it under low_pct. Prints what it did; returns the exit code.
+// bytes released bring it under low_pct. Prints what it did; returns the exit code. With
+// every_s, repeats forever (a failed pass is printed and the next one tried).
 int CmdHsmSweep(Client& c, const SweepOptions& o);
 
 }  // namespace ciuic::cli

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 BIN = None
@@ -140,6 +141,57 @@ class DfTest(unittest.TestCase):
         ciuic("get", "/sw/cold/c.bin", got, env=self.env)
         with open(got, "rb") as a, open(src, "rb") as b:
             self.assertEqual(a.read(), b.read())
+
+
+class PolicyProcessTest(unittest.TestCase):
+    """`cluster up --hsm-every` runs the policy with the cluster; its flags are saved."""
+
+    def test_cluster_up_runs_the_policy_and_down_stops_it(self):
+        tmp = tempfile.mkdtemp(prefix="ciuic-e2e-policy-proc-")
+        cdir = os.path.join(tmp, "cluster")
+        env = dict(os.environ, CIUIC_CLUSTER=os.path.join(cdir, "cluster.conf"))
+        try:
+            r = ciuic("cluster", "up", cdir, "--hsm-low", "95", "--hsm-high", "90", env=env,
+                      check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertEqual(len(r.stderr.decode().strip().splitlines()), 1, r.stderr)
+            # Watermarks of 0 %: every current archived file is over them.
+            ciuic("cluster", "up", cdir, "--timeout", "60", "--hsm-every", "1", "--hsm-high", "0",
+                  "--hsm-low", "0", env=env)
+            with open(os.path.join(cdir, "cluster.shape")) as f:
+                shape = f.read()
+            self.assertIn("hsm_every_s = 1", shape)
+            self.assertIn("hsm_high = 0", shape)
+            with open(os.path.join(cdir, "run", "policy.pid")) as f:
+                pid = int(f.read())
+            os.kill(pid, 0)
+            src = os.path.join(tmp, "f.src")
+            with open(src, "wb") as f:
+                f.write(os.urandom(1 << 20))
+            ciuic("put", src, "/f.bin", env=env)
+            ciuic("hsm", "archive", "/f.bin", env=env)
+            deadline = time.time() + 60
+            st = ""
+            while time.time() < deadline:
+                st = ciuic("hsm", "state", "/f.bin", env=env).stdout.decode()
+                if "released" in st:
+                    break
+                time.sleep(0.2)
+            self.assertIn("released", st)
+            got = os.path.join(tmp, "f.back")
+            ciuic("get", "/f.bin", got, env=env)
+            with open(got, "rb") as a, open(src, "rb") as b:
+                self.assertEqual(a.read(), b.read())
+            ciuic("cluster", "down", cdir, env=env)
+            deadline = time.time() + 10
+            while time.time() < deadline and os.path.exists("/proc/%d" % pid):
+                time.sleep(0.1)
+            self.assertFalse(os.path.exists("/proc/%d/cmdline" % pid) and
+                             b"sweep" in open("/proc/%d/cmdline" % pid, "rb").read())
+        finally:
+            subprocess.run([os.path.join(BIN, "ciuic"), "cluster", "down", cdir],
+                           capture_output=True, env=env, timeout=60)
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
