@@ -194,6 +194,63 @@ class PolicyProcessTest(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class WatermarkTest(unittest.TestCase):
+    """A writer fills a small OST (a tmpfs of 192 MiB mounted where `cluster up` puts the OST;
+    needs root) at a steady pace while the policy, run with the cluster every second, archives
+    and releases: the writer writes 2.5 times the OST and never fails."""
+
+    OST_MIB = 192
+
+    def test_writer_never_meets_a_full_ost(self):
+        if os.geteuid() != 0:
+            self.skipTest("mounting the small OST needs root")
+        tmp = tempfile.mkdtemp(prefix="ciuic-e2e-watermark-")
+        cdir = os.path.join(tmp, "cluster")
+        ost = os.path.join(cdir, "oss0", "ost0")
+        os.makedirs(ost)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % self.OST_MIB, "tmpfs", ost],
+                           capture_output=True)
+        if r.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.skipTest("cannot mount a tmpfs: " + r.stderr.decode().strip())
+        env = dict(os.environ, CIUIC_CLUSTER=os.path.join(cdir, "cluster.conf"))
+        try:
+            ciuic("cluster", "up", cdir, "--timeout", "60", "--oss", "1", "--osts-per-oss", "1",
+                  "--io-engine", "posix", "--hsm-every", "1", "--hsm-high", "60", "--hsm-low",
+                  "30", "--hsm-default", "archive-after=0", env=env)
+            ciuic("mkdir", "/w", env=env)
+            src = os.path.join(tmp, "chunk")
+            sums = {}
+            max_use = 0
+            for i in range(60):  # 60 x 8 MiB = 480 MiB into a 192 MiB OST
+                data = os.urandom(8 << 20)
+                with open(src, "wb") as f:
+                    f.write(data)
+                name = "/w/f%03d" % i
+                r = ciuic("put", src, name, env=env, check=False)
+                self.assertEqual(r.returncode, 0, "%s: %s" % (name, r.stderr.decode()))
+                sums[name] = data[:4096]
+                st = os.statvfs(ost)
+                max_use = max(max_use, 100 - 100 * st.f_bavail // st.f_blocks)
+                time.sleep(0.25)
+            out = ciuic("df", env=env).stdout.decode()
+            released = int(re.search(r"\((\d+) released", out).group(1))
+            self.assertGreater(released, 20, out)
+            print("\nwatermark: 480 MiB written into a %d MiB OST, highest use seen %d%%, "
+                  "%d files released" % (self.OST_MIB, max_use, released), file=sys.stderr)
+            # The first files were released; they read back whole.
+            for name in ("/w/f000", "/w/f001"):
+                got = os.path.join(tmp, "back")
+                ciuic("get", name, got, env=env)
+                with open(got, "rb") as f:
+                    self.assertEqual(f.read(4096), sums[name])
+        finally:
+            subprocess.run([os.path.join(BIN, "ciuic"), "cluster", "down", cdir],
+                           capture_output=True, env=env, timeout=60)
+            subprocess.run(["umount", ost], capture_output=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
