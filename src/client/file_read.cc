@@ -109,7 +109,10 @@ void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback
             bool restored = false;
             Status rs =
                 RestoreIfReleased(self->core_.get(), self->node_->fid, self->path_, &restored);
-            if (rs.ok() && restored) {
+            // Read again also when this client restored nothing: another one (a loader's
+            // restore ahead) may have restored it meanwhile. A file truly gone fails again.
+            (void)restored;
+            if (rs.ok()) {
               self->ReadRange(op->buf, op->len, op->offset, std::move(op->cb));
             } else {
               auto cb = std::move(op->cb);
