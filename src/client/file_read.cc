@@ -91,7 +91,13 @@ Status FinishReadPiece(const Fid& fid, const ReadPiece& p, bool must_exist, Resu
 }  // namespace
 
 void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb) {
+  ReadRangeOnce(buf, len, offset, std::move(cb), false);
+}
+
+void OpenFile::ReadRangeOnce(
+    uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb, bool restore_tried) {
   auto op = std::make_shared<ReadOp>();
+  op->restore_tried = restore_tried;
   op->cb = std::move(cb);
   op->buf = buf;
   op->offset = offset;
@@ -113,7 +119,7 @@ void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback
             // restore ahead) may have restored it meanwhile. A file truly gone fails again.
             (void)restored;
             if (rs.ok()) {
-              self->ReadRange(op->buf, op->len, op->offset, std::move(op->cb));
+              self->ReadRangeOnce(op->buf, op->len, op->offset, std::move(op->cb), true);
             } else {
               auto cb = std::move(op->cb);
               cb((rs.ok() ? op->first : rs).WithContext(self->path_));
