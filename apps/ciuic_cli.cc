@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/fid.h"
 #include "hsm_cmd.h"
+#include "hsm_policy_cmd.h"
 #include "mount_cmd.h"
 #include "mount_path.h"
 #include "pack_cmd.h"
@@ -914,14 +915,21 @@ int CmdDf(bool human) {
                fmt_sz(o.capacity), fmt_sz(used), fmt_sz(o.free),
                o.capacity ? used * 100 / o.capacity : 0, o.state, o.addr);
   }
-  auto sf = (*c)->Statfs();
-  if (sf.ok()) {
+  auto sf = (*c)->StatfsTiers();
+  if (!sf.ok())
+    return Fail(sf.status());
+  {
     tc = sf->total_bytes;
     tf = sf->avail_bytes;
     uint64_t used = tc > tf ? tc - tf : 0;
     fmt::print("{:<10} {:>14} {:>14} {:>14} {:>4}%  (OSTs sharing a device counted once)\n",
                "total", fmt_sz(tc), fmt_sz(used), fmt_sz(tf), tc ? used * 100 / tc : 0);
     fmt::print("inodes: {} used, {} free\n", sf->total_inodes - sf->free_inodes, sf->free_inodes);
+    // Bytes per tier: the OSTs hold what is above; the cold tier holds a copy of every
+    // archived file, and the only copy of released ones.
+    fmt::print("{:<10} {:>14} in {} files ({} released: {}, only there; {} dirty)\n", "cold tier",
+               fmt_sz(sf->cold_bytes), sf->cold_files, sf->released_files,
+               fmt_sz(sf->released_bytes), sf->dirty_files);
   }
   return 0;
 }
@@ -959,6 +967,18 @@ int Main(int argc, char** argv) {
   up_cmd->add_option("--cold-tier", up.cold_tier,
                      "HSM cold tier of a new cluster: file:///DIR or s3://BUCKET[/PREFIX] "
                      "(default: DIR/cold)");
+  up_cmd
+      ->add_option("--hsm-every", up.hsm_every_s,
+                   "run the HSM policy (ciuic hsm sweep) every SECONDS; 0: not at all (saved; "
+                   "default 0)")
+      ->check(CLI::Range(0, 86400));
+  up_cmd->add_option("--hsm-high", up.hsm_high, "HSM high watermark, % of OST space (saved; 90)")
+      ->check(CLI::Range(0.0, 100.0));
+  up_cmd->add_option("--hsm-low", up.hsm_low, "HSM low watermark, % of OST space (saved; 80)")
+      ->check(CLI::Range(0.0, 100.0));
+  up_cmd->add_option("--hsm-default", up.hsm_default,
+                     "HSM policy of directories with none: never, release-at-watermark or "
+                     "archive-after=SECONDS (saved; release-at-watermark)");
   up_cmd->callback([&] {
     up.dir = DefaultClusterDir(up.dir);
     rc = ClusterUp(up);
@@ -1174,7 +1194,62 @@ int Main(int argc, char** argv) {
     });
   }
 
-  auto* df = app.add_subcommand("df", "space per OST\nExample: ciuic df -h");
+  std::string pol_dir;
+  std::vector<std::string> pol_args;
+  auto* pol = hsm->add_subcommand(
+      "policy",
+      "set or show a directory's HSM policy: never, archive-after DURATION (s, m, h, d) or "
+      "release-at-watermark (the nearest directory with one decides)\n"
+      "Example: ciuic hsm policy /datasets/old archive-after 7d");
+  pol->add_option("dir", pol_dir, "cluster directory, or a directory inside a ciuic mount")
+      ->required();
+  pol->add_option("policy", pol_args, "never | archive-after DURATION | release-at-watermark");
+  pol->callback([&] {
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    auto p = ClusterPathArg(**c, pol_dir);
+    if (!p.ok()) {
+      rc = Fail(p.status());
+      return;
+    }
+    rc = CmdHsmPolicy(**c, *p, pol_args);
+  });
+  SweepOptions sweep;
+  std::string sweep_default = "release-at-watermark";
+  auto* sw = hsm->add_subcommand(
+      "sweep",
+      "one pass of the HSM policy: archive cold files, release the least recently used "
+      "archived ones while the OSTs are above the high watermark, down to the low one\n"
+      "Example: ciuic hsm sweep --high 90 --low 80");
+  sw->add_option("--root", sweep.root, "directory to sweep (default /)");
+  sw->add_option("--high", sweep.high_pct, "high watermark, % of OST space used (default 90)")
+      ->check(CLI::Range(0.0, 100.0));
+  sw->add_option("--low", sweep.low_pct, "low watermark, % of OST space used (default 80)")
+      ->check(CLI::Range(0.0, 100.0));
+  sw->add_option("--default", sweep_default,
+                 "policy of directories with none: never, release-at-watermark or "
+                 "archive-after=SECONDS");
+  sw->add_option("--every", sweep.every_s, "repeat every SECONDS until killed (0: once)")
+      ->check(CLI::Range(0, 86400));
+  sw->callback([&] {
+    auto d = ParsePolicyValue(sweep_default);
+    if (!d.ok()) {
+      rc = Fail(d.status());
+      return;
+    }
+    sweep.default_policy = *d;
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    rc = CmdHsmSweep(**c, sweep);
+  });
+
+  auto* df = app.add_subcommand("df", "space per OST and in the cold tier\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");
   df->add_flag("-h,--human-readable", flag_h, "human-readable sizes");
   df->callback([&] { rc = CmdDf(flag_h); });

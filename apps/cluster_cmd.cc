@@ -40,6 +40,11 @@ struct Shape {
   std::string io_engine = "auto";
   // The cold tier's URL (HSM); "" = the default, file://<cluster dir>/cold.
   std::string cold_tier;
+  // HSM policy process (`ciuic hsm sweep --every`): seconds between passes, 0 = none.
+  int hsm_every_s = 0;
+  double hsm_high = 90;
+  double hsm_low = 80;
+  std::string hsm_default = "release-at-watermark";
 };
 
 void Fail(const std::string& msg) {
@@ -125,6 +130,14 @@ Result<Shape> LoadShape(const fs::path& dir) {
       s.io_engine = kv["io_engine"];
     if (kv.count("cold_tier"))
       s.cold_tier = kv["cold_tier"];
+    if (kv.count("hsm_every_s"))
+      s.hsm_every_s = std::stoi(kv["hsm_every_s"]);
+    if (kv.count("hsm_high"))
+      s.hsm_high = std::stod(kv["hsm_high"]);
+    if (kv.count("hsm_low"))
+      s.hsm_low = std::stod(kv["hsm_low"]);
+    if (kv.count("hsm_default"))
+      s.hsm_default = kv["hsm_default"];
   } catch (const std::exception&) {
     return Status::InvalidArgument(p.string() + " is malformed");
   }
@@ -140,6 +153,8 @@ Status SaveShape(const fs::path& dir, const Shape& s) {
       << "\nio_engine = " << s.io_engine << "\n";
   if (!s.cold_tier.empty())
     out << "cold_tier = " << s.cold_tier << "\n";
+  out << "hsm_every_s = " << s.hsm_every_s << "\nhsm_high = " << s.hsm_high
+      << "\nhsm_low = " << s.hsm_low << "\nhsm_default = " << s.hsm_default << "\n";
   if (!out)
     return Status::IoError("cannot write " + (dir / kShapeFile).string());
   return Status::OK();
@@ -250,6 +265,52 @@ std::vector<std::pair<std::string, fs::path>> PidFiles(const fs::path& dir, cons
   return out;
 }
 
+// The HSM policy process of the cluster: `ciuic ... hsm sweep --every`.
+fs::path PolicyPidFile(const fs::path& dir) {
+  return dir / "run" / "policy.pid";
+}
+
+bool IsPolicyProcess(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0)
+    return false;
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+  std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (cmd.find(std::string("\0sweep\0", 7)) == std::string::npos ||
+      cmd.find("--every") == std::string::npos)
+    return false;
+  std::ifstream st(fmt::format("/proc/{}/stat", pid));
+  std::string s;
+  std::getline(st, s);
+  auto rp = s.rfind(')');
+  return !(rp != std::string::npos && rp + 2 < s.size() && s[rp + 2] == 'Z');
+}
+
+// Applies the HSM flags given to `cluster up` to `shape`; false (after one line) when bad.
+bool ApplyHsmFlags(const ClusterUpOptions& o, Shape* shape) {
+  if (o.hsm_every_s >= 0)
+    shape->hsm_every_s = o.hsm_every_s;
+  if (o.hsm_high >= 0)
+    shape->hsm_high = o.hsm_high;
+  if (o.hsm_low >= 0)
+    shape->hsm_low = o.hsm_low;
+  if (!o.hsm_default.empty())
+    shape->hsm_default = o.hsm_default;
+  if (!(shape->hsm_low <= shape->hsm_high && shape->hsm_high <= 100)) {
+    Fail(fmt::format("--hsm-low {} must not be above --hsm-high {}", shape->hsm_low,
+                     shape->hsm_high));
+    return false;
+  }
+  const std::string& d = shape->hsm_default;
+  if (d != "never" && d != "release-at-watermark" && d.rfind("archive-after=", 0) != 0) {
+    Fail(
+        fmt::format("--hsm-default {}: expected never, release-at-watermark or "
+                    "archive-after=SECONDS",
+                    d));
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string MetricsEndpoint::Url() const {
@@ -307,6 +368,8 @@ int ClusterUp(const ClusterUpOptions& o) {
   fs::path conf = dir / "cluster.conf";
   ClusterFile cf;
   Shape shape{o.num_oss, o.osts_per_oss, o.io_engine, o.cold_tier};
+  if (!ApplyHsmFlags(o, &shape))
+    return 1;
   if (fs::exists(conf)) {
     auto loaded = ClusterFile::Load(conf);
     if (!loaded.ok()) {
@@ -320,6 +383,13 @@ int ClusterUp(const ClusterUpOptions& o) {
     if (!o.cold_tier.empty() && o.cold_tier != shape.cold_tier) {
       Fail(fmt::format("cluster in {} already has cold tier '{}'; --cold-tier cannot change it",
                        dir.string(), shape.cold_tier.empty() ? "(default)" : shape.cold_tier));
+      return 1;
+    }
+    // The HSM policy may change at each start.
+    if (!ApplyHsmFlags(o, &shape))
+      return 1;
+    if (auto st = SaveShape(dir, shape); !st.ok()) {
+      Fail(st.message());
       return 1;
     }
   } else {
@@ -486,6 +556,29 @@ int ClusterUp(const ClusterUpOptions& o) {
                      want, o.timeout_s, dir.string()));
     return 1;
   }
+  // The HSM policy process: a client of the cluster like any other (docs/design.md "HSM
+  // policy"), restarted with the cluster.
+  if (shape.hsm_every_s > 0 && !IsPolicyProcess(ReadPid(PolicyPidFile(dir)))) {
+    std::vector<std::string> argv = {FindBinary("ciuic"),
+                                     "--cluster",
+                                     conf.string(),
+                                     "hsm",
+                                     "sweep",
+                                     "--every",
+                                     std::to_string(shape.hsm_every_s),
+                                     "--high",
+                                     fmt::format("{}", shape.hsm_high),
+                                     "--low",
+                                     fmt::format("{}", shape.hsm_low),
+                                     "--default",
+                                     shape.hsm_default};
+    auto pid = Spawn(argv, dir / "logs" / "policy.out");
+    if (!pid.ok()) {
+      Fail(pid.status().message());
+      return 1;
+    }
+    (void)WritePid(PolicyPidFile(dir), *pid).ok();
+  }
   fmt::print("ciuic cluster up: MDS at {}, {} OSS x {} OSTs, data in {}\n", cf.mds.ToString(),
              shape.num_oss, shape.osts_per_oss, dir.string());
   fmt::print("cluster file: {}\n  export CIUIC_CLUSTER={}\n", conf.string(), conf.string());
@@ -502,6 +595,10 @@ int ClusterDown(const std::string& dir_in, int timeout_s) {
   }
   int stopped = 0;
   std::vector<std::pair<std::string, pid_t>> live;
+  if (pid_t pp = ReadPid(PolicyPidFile(dir)); IsPolicyProcess(pp)) {
+    ::kill(pp, SIGTERM);
+    live.emplace_back("policy", pp);
+  }
   for (const auto& [name, pidfile] : PidFiles(dir, *shape)) {
     pid_t pid = ReadPid(pidfile);
     if (IsOurProcess(pid)) {
@@ -526,6 +623,8 @@ int ClusterDown(const std::string& dir_in, int timeout_s) {
     std::error_code ec;
     fs::remove(pidfile, ec);
   }
+  std::error_code pec;
+  fs::remove(PolicyPidFile(dir), pec);
   if (stopped == 0) {
     fmt::print("ciuic cluster in {} was not running\n", dir.string());
   } else {

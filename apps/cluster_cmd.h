@@ -18,6 +18,13 @@ struct ClusterUpOptions {
   // directory `cold` in the cluster directory. Fixed when the cluster is made.
   std::string cold_tier;
   int timeout_s = 30;
+  // HSM policy (docs/design.md "HSM policy"): a `ciuic hsm sweep --every` process run with the
+  // cluster. Negative / empty: keep what the cluster saved (new clusters: off, 90 %, 80 %,
+  // release-at-watermark). Saved in cluster.shape like the cold tier, but changeable.
+  int hsm_every_s = -1;  // 0: no policy process
+  double hsm_high = -1;
+  double hsm_low = -1;
+  std::string hsm_default;
 };
 
 // Each returns the process exit code and prints one clear line on failure.

@@ -161,6 +161,13 @@ struct StatFs {
   uint64_t free_inodes = 0;
   uint32_t block_size = 4096;
   uint32_t name_max = 255;
+  // Cold tier (filled by StatfsTiers only): files with a copy there and its bytes; of those,
+  // released (data only there) and dirty (changed since archived).
+  uint64_t cold_files = 0;
+  uint64_t cold_bytes = 0;
+  uint64_t released_files = 0;
+  uint64_t released_bytes = 0;
+  uint64_t dirty_files = 0;
 };
 
 struct OstStatus {
@@ -392,6 +399,8 @@ class Client {
 
   // Space and inodes of the whole cluster.
   virtual Result<StatFs> Statfs() = 0;
+  // Statfs plus the cold tier's totals: the MDS scans every HSM record (for `ciuic df`).
+  virtual Result<StatFs> StatfsTiers() = 0;
   // The OSTs as the MDS sees them (fresh from the MDS).
   virtual Result<std::vector<OstStatus>> OstMap() = 0;
 

@@ -501,6 +501,34 @@ class _StallTimer:
         self._it.close()
 
 
+class _RestoreAhead:
+    """Restores the epoch's released sources before the reader gets to them (docs/design.md
+    "HSM policy"): in the order the epoch first reads them, at most `concurrency` at once. The
+    loader knows the order, so nothing is guessed. A source that is not released costs one MDS
+    request; a failed restore is left for the read, which restores (or fails) on its own."""
+
+    def __init__(self, client, paths, concurrency):
+        import concurrent.futures
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=concurrency, thread_name_prefix="ciuic-restore")
+        self.restored = []  # paths handed out, in order (for tests and stats)
+        self._futures = [self._pool.submit(self._one, client, p) for p in paths]
+
+    def _one(self, client, path):
+        self.restored.append(path)
+        try:
+            client.hsm_restore(path)
+        except OSError:
+            pass
+
+    def wait(self):
+        for f in self._futures:
+            f.result()
+
+    def stop(self):
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
 class CiuicDataLoader:
     """A drop-in for torch.utils.data.DataLoader over a DirectoryDataset or ShardDataset.
 
@@ -526,7 +554,8 @@ class CiuicDataLoader:
                  drop_last=False, pin_memory=False, transform=None, target_transform=None,
                  seed=0, locality_window=0, prefetch_bytes=256 << 20, rank=None,
                  world_size=None, io_depth=256, prefetch_factor=2, opener_threads=None,
-                 multiprocessing_context="fork", prefetch=None, context=None):
+                 multiprocessing_context="fork", prefetch=None, context=None,
+                 restore_ahead=0):
         if not isinstance(dataset, _Dataset):
             raise TypeError("CiuicDataLoader takes a ciuic DirectoryDataset or ShardDataset")
         if batch_size is None or batch_size < 1:
@@ -535,6 +564,10 @@ class CiuicDataLoader:
             raise ValueError("num_workers must be >= 0")
         if prefetch is not None and prefetch < 0:
             raise ValueError("prefetch must be >= 0 batches")
+        if restore_ahead < 0:
+            raise ValueError("restore_ahead must be >= 0 concurrent restores")
+        self.restore_ahead = int(restore_ahead)  # > 0: restore released sources ahead, N at once
+        self._restore = None
         self.prefetch = prefetch  # batches kept read ahead at least (the seed's argument)
         self.dataset = dataset
         self.batch_size = batch_size
@@ -653,6 +686,11 @@ class CiuicDataLoader:
         if self._buffers is None or self._buffers_budget != budget:
             self._buffers = _ciuic.SamplePool(ds.client, budget)
             self._buffers_budget = budget
+        if self.restore_ahead and len(idx):
+            src = ds.source[idx]
+            _, first = np.unique(src, return_index=True)
+            paths = [ds.sources[int(i)] for i in src[np.sort(first)]]
+            self._restore = _RestoreAhead(ds.client, paths, self.restore_ahead)
         engine = _ciuic.PrefetchEngine(
             ds.client, ds.sources, ds.source[idx], ds.offset[idx], ds.length[idx],
             budget_bytes=budget, max_inflight=self.io_depth,
@@ -736,6 +774,9 @@ class CiuicDataLoader:
         return batch
 
     def _close(self):
+        if self._restore is not None:
+            self._restore.stop()
+            self._restore = None
         if self._pool is not None:
             _stop_pool(self._pool, [])
             self._pool = None

@@ -679,10 +679,12 @@ Status ClientImpl::FsyncDir(const std::string& path) {
   return st.ok() ? st : st.WithContext(path);
 }
 
-Result<StatFs> ClientImpl::Statfs() {
+namespace {
+Result<StatFs> DoStatfs(ClientCore* core, bool tiers) {
   pb::StatfsReq req;
+  req.set_with_tiers(tiers);
   pb::StatfsResp resp;
-  CIUIC_RETURN_IF_ERROR(core_->Mds(net::MsgType::kStatfs, &req, &resp, false));
+  CIUIC_RETURN_IF_ERROR(core->Mds(net::MsgType::kStatfs, &req, &resp, false));
   StatFs s;
   s.total_bytes = resp.total_bytes();
   s.free_bytes = resp.free_bytes();
@@ -693,7 +695,21 @@ Result<StatFs> ClientImpl::Statfs() {
     s.block_size = resp.block_size();
   if (resp.name_max() != 0)
     s.name_max = resp.name_max();
+  s.cold_files = resp.cold_files();
+  s.cold_bytes = resp.cold_bytes();
+  s.released_files = resp.released_files();
+  s.released_bytes = resp.released_bytes();
+  s.dirty_files = resp.dirty_files();
   return s;
+}
+}  // namespace
+
+Result<StatFs> ClientImpl::Statfs() {
+  return DoStatfs(core_.get(), false);
+}
+
+Result<StatFs> ClientImpl::StatfsTiers() {
+  return DoStatfs(core_.get(), true);
 }
 
 Result<std::vector<OstStatus>> ClientImpl::OstMap() {

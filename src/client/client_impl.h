@@ -56,6 +56,7 @@ class ClientImpl : public Client {
   Status SetLayout(const std::string& path, const FileLayout& layout) override;
   Status FsyncDir(const std::string& path) override;
   Result<StatFs> Statfs() override;
+  Result<StatFs> StatfsTiers() override;
   Result<std::vector<OstStatus>> OstMap() override;
 
   // By-FID operations (fid_ops.cc).

@@ -99,6 +99,9 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
 
   // Data path. `len` > 0; reads are already clipped to the file size.
   void ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb);
+  // As ReadRange; `restore_tried`: a stale read after a restore fails instead of restoring again.
+  void ReadRangeOnce(
+      uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb, bool restore_tried);
   void WriteRange(const uint8_t* src,
                   uint64_t len,
                   uint64_t offset,

@@ -91,7 +91,13 @@ Status FinishReadPiece(const Fid& fid, const ReadPiece& p, bool must_exist, Resu
 }  // namespace
 
 void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb) {
+  ReadRangeOnce(buf, len, offset, std::move(cb), false);
+}
+
+void OpenFile::ReadRangeOnce(
+    uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb, bool restore_tried) {
   auto op = std::make_shared<ReadOp>();
+  op->restore_tried = restore_tried;
   op->cb = std::move(cb);
   op->buf = buf;
   op->offset = offset;
@@ -109,8 +115,11 @@ void OpenFile::ReadRange(uint8_t* buf, uint64_t len, uint64_t offset, IoCallback
             bool restored = false;
             Status rs =
                 RestoreIfReleased(self->core_.get(), self->node_->fid, self->path_, &restored);
-            if (rs.ok() && restored) {
-              self->ReadRange(op->buf, op->len, op->offset, std::move(op->cb));
+            // Read again also when this client restored nothing: another one (a loader's
+            // restore ahead) may have restored it meanwhile. A file truly gone fails again.
+            (void)restored;
+            if (rs.ok()) {
+              self->ReadRangeOnce(op->buf, op->len, op->offset, std::move(op->cb), true);
             } else {
               auto cb = std::move(op->cb);
               cb((rs.ok() ? op->first : rs).WithContext(self->path_));

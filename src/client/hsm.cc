@@ -4,6 +4,9 @@
 // the outcome. A client that dies in between leaves the file as it was.
 #include "client/hsm.h"
 
+#include <chrono>
+#include <thread>
+
 #include <fmt/format.h>
 
 #include "client/client_core.h"
@@ -121,11 +124,19 @@ Status RestoreIfReleased(ClientCore* core,
   pb::GetAttrResp resp;
   // A file that is gone (or an MDS that cannot say) is not a released one: the caller keeps
   // its own error.
-  if (!core->Mds(net::MsgType::kGetAttr, &req, &resp, false).ok() || !resp.attr().hsm_released())
-    return Status::OK();
-  CIUIC_RETURN_IF_ERROR(HsmRunFid(core, fid, name, kHsmOpRestore));
-  *restored = true;
-  return Status::OK();
+  // Another client's restore of the same file in progress (kUnavailable): wait for it.
+  for (int attempt = 0;; ++attempt) {
+    if (!core->Mds(net::MsgType::kGetAttr, &req, &resp, false).ok() || !resp.attr().hsm_released())
+      return Status::OK();
+    Status st = HsmRunFid(core, fid, name, kHsmOpRestore);
+    if (st.ok()) {
+      *restored = true;
+      return st;
+    }
+    if (st.code() != StatusCode::kUnavailable || attempt >= 600)
+      return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint32_t op) {

@@ -273,6 +273,8 @@ class MetaService {
   // HSM side of a truncate of `rec` (ops/hsm.cc): a released file may only be emptied, once
   // its release tasks are done; the file then is no longer released.
   Status HsmOnTruncate(Txn& t, pb::InodeRecord* rec, uint64_t size);
+  // Statfs with_tiers: the cold tier's files and bytes from the HSM records.
+  Status SumTiers(Reader& r, pb::StatfsResp* resp);
   Status LoadClientKeys();
   Status Apply(Txn& t, const pb::ResolvePathReq& req, pb::ResolvePathResp* resp);
   // Lease expiry and silent-OSS detection (the periodic tick).

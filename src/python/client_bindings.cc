@@ -379,6 +379,22 @@ void RegisterClient(py::module_& m) {
           },
           py::arg("src"), py::arg("dst"))
       .def(
+          "hsm_restore",
+          [](PyClient& c, const std::string& path) {
+            Client& cl = C(c);
+            Check(Blocking([&] { return cl.HsmRestore(path); }));
+          },
+          py::arg("path"),
+          "Bring a released file back onto the OSTs (nothing to do when it is not released).")
+      .def(
+          "hsm_state",
+          [](PyClient& c, const std::string& path) {
+            Client& cl = C(c);
+            return std::string(
+                HsmStateName(Unwrap(Blocking([&] { return cl.HsmGetState(path); })).state));
+          },
+          py::arg("path"), "none, archived, released, dirty or lost.")
+      .def(
           "read_file",
           [](PyClient& c, const std::string& path) {
             Client& cl = C(c);

@@ -461,5 +461,35 @@ TEST(HsmTest, PowerCutsMidArchiveOrReleaseNeverLoseData) {
   }
 }
 
+// Statfs with tiers counts the cold tier from the MDS's records: archived, released and dirty.
+TEST(HsmTest, StatfsTiersCountsTheColdTier) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(WriteStriped(*c, "/a", Pattern(300000, 1)).ok());
+  ASSERT_TRUE(WriteStriped(*c, "/b", Pattern(5000, 2)).ok());
+  ASSERT_TRUE(WriteStriped(*c, "/n", Pattern(7000, 3)).ok());
+  auto none = c->StatfsTiers();
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->cold_files, 0u);
+  EXPECT_EQ(none->cold_bytes, 0u);
+  ASSERT_TRUE(c->HsmArchive("/a").ok());
+  ASSERT_TRUE(c->HsmArchive("/b").ok());
+  ASSERT_TRUE(c->HsmRelease("/a").ok());
+  ASSERT_TRUE(WriteStriped(*c, "/b", Pattern(9000, 4)).ok());  // dirty; its copy keeps 5000
+  auto t = c->StatfsTiers();
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->cold_files, 2u);
+  EXPECT_EQ(t->cold_bytes, 305000u);
+  EXPECT_EQ(t->released_files, 1u);
+  EXPECT_EQ(t->released_bytes, 300000u);
+  EXPECT_EQ(t->dirty_files, 1u);
+  // The plain Statfs (a mount's) does not scan.
+  auto plain = c->Statfs();
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->cold_files, 0u);
+}
+
 }  // namespace
 }  // namespace ciuic::testing

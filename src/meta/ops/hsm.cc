@@ -236,6 +236,7 @@ Status MetaService::Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp
       hsm.set_archived_version(busy.data_version);
       hsm.set_backend(req.backend());
       hsm.set_archived_ms(WallMs());
+      hsm.set_archived_bytes(a->size());
       t.Put(Cf::kSystem, HsmKey(fid), hsm.SerializeAsString());
       break;
     }

@@ -1,0 +1,48 @@
+// `ciuic hsm policy DIR never|archive-after DURATION|release-at-watermark` and `ciuic hsm sweep`:
+// the HSM policy (docs/design.md "HSM policy"). A directory's policy is the xattr
+// user.ciuic.hsm_policy on it; the nearest directory with one decides, else the cluster default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ciuic/client.h"
+
+namespace ciuic::cli {
+
+// Kinds of policy, as stored (value of the xattr): "never", "archive-after=SECONDS",
+// "release-at-watermark".
+struct HsmPolicy {
+  enum Kind { kNever, kArchiveAfter, kReleaseAtWatermark } kind = kReleaseAtWatermark;
+  int64_t archive_after_s = 0;  // kArchiveAfter only
+};
+
+inline constexpr const char* kHsmPolicyXattr = "user.ciuic.hsm_policy";
+
+// "30s", "10m", "2h", "7d" or plain seconds; kInvalidArgument otherwise.
+Result<int64_t> ParseDuration(const std::string& s);
+// The stored form and back.
+std::string PolicyValue(const HsmPolicy& p);
+Result<HsmPolicy> ParsePolicyValue(const std::string& v);
+
+// Sets (args: "never" | "archive-after" DURATION | "release-at-watermark") or, with no args,
+// prints the policy of `dir`. Returns the exit code.
+int CmdHsmPolicy(Client& c, const std::string& dir, const std::vector<std::string>& args);
+
+struct SweepOptions {
+  std::string root = "/";
+  double high_pct = 90;  // release when the OSTs' used share passes this...
+  double low_pct = 80;   // ...until it is under this
+  HsmPolicy default_policy;
+  int every_s = 0;  // > 0: repeat every this many seconds until killed
+};
+
+// One pass of the policy engine: archives the files of archive-after directories that nobody
+// touched (atime and mtime) for that long, then, when the OSTs' used share is above
+// high_pct, releases archived, current, closed files, least recently used first, until the
+// bytes released bring it under low_pct. Prints what it did; returns the exit code. With
+// every_s, repeats forever (a failed pass is printed and the next one tried).
+int CmdHsmSweep(Client& c, const SweepOptions& o);
+
+}  // namespace ciuic::cli
