@@ -1179,6 +1179,7 @@ int Main(int argc, char** argv) {
       "repo", "link a directory to an object store prefix (data repository), sync, export");
   repo->require_subcommand(1);
   std::string repo_dir, repo_url;
+  double repo_interval = 0;
   for (const char* action : {"link", "sync", "export", "status"}) {
     const std::string a = action;
     const std::string help =
@@ -1195,6 +1196,9 @@ int Main(int argc, char** argv) {
         ->required();
     if (a == "link")
       sub->add_option("url", repo_url, "s3://BUCKET[/PREFIX] or file:///DIR")->required();
+    if (a == "sync")
+      sub->add_option("--interval", repo_interval,
+                      "keep syncing, every SECONDS (until interrupted; exits on a failure)");
     sub->callback([&, a] {
       auto c = Connect();
       if (!c.ok()) {
@@ -1207,6 +1211,10 @@ int Main(int argc, char** argv) {
         return;
       }
       rc = CmdRepo(**c, a, *p, repo_url);
+      while (a == "sync" && repo_interval > 0 && rc == 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(repo_interval));
+        rc = CmdRepo(**c, a, *p, repo_url);
+      }
     });
   }
 

@@ -316,7 +316,12 @@ Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const std::string& url)
 
 int CmdRepo(Client& c, const std::string& action, const std::string& dir, const std::string& url) {
   auto fail = [&](const std::string& what, const std::string& why) {
-    fmt::print(stderr, "ciuic: repo {}: {}: {}\n", action, what, why);
+    // Messages that name the path already are not prefixed with it again.
+    if (why.find(what) != std::string::npos) {
+      fmt::print(stderr, "ciuic: repo {}: {}\n", action, why);
+    } else {
+      fmt::print(stderr, "ciuic: repo {}: {}: {}\n", action, what, why);
+    }
     return 1;
   };
   std::string link_url = url;
@@ -330,6 +335,9 @@ int CmdRepo(Client& c, const std::string& action, const std::string& dir, const 
         return fail(dir, fmt::format("already linked to {}", *old));
     }
   } else {
+    Result<FileStat> st = c.Stat(dir);
+    if (!st.ok())
+      return fail(dir, st.status().message());
     Result<std::string> u = c.GetXattr(dir, kUrlXattr);
     if (!u.ok())
       return fail(dir, u.status().code() == StatusCode::kNotFound
@@ -374,6 +382,7 @@ int CmdRepo(Client& c, const std::string& action, const std::string& dir, const 
     fmt::print("{} <- {}: {} new, {} changed, {} deleted, {} unchanged, {} failed\n", dir, link_url,
                n.added, n.changed, n.deleted, n.unchanged, n.failed);
   }
+  std::fflush(stdout);  // `sync --interval` runs until killed
   return n.failed > 0 ? 1 : 0;
 }
 

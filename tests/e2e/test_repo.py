@@ -157,6 +157,26 @@ class FileRepoTest(RepoBase, unittest.TestCase):
     def test_not_linked(self):
         self.check_not_linked()
 
+    def test_sync_interval(self):
+        d = "/datasets/interval"
+        store = os.path.join(self.tmp, "store-interval")  # its own, so other tests' counts hold
+        os.makedirs(store)
+        ciuic("repo", "link", d, "file://" + store, env=self.env)
+        p = subprocess.Popen([os.path.join(BIN, "ciuic"), "repo", "sync", d, "--interval", "0.5"],
+                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            write(os.path.join(store, "later", "appeared.txt"), b"late")
+            for _ in range(120):
+                r = ciuic("cat", d + "/later/appeared.txt", env=self.env, check=False)
+                if r.returncode == 0:
+                    break
+                time.sleep(0.25)
+            self.assertEqual(r.stdout, b"late")
+            self.assertIsNone(p.poll())  # still syncing
+        finally:
+            p.kill()
+            p.wait()
+
     def test_missing_directory(self):
         r = ciuic("repo", "link", "/datasets/missing", "file:///no/such/dir/ciuic", env=self.env,
                   check=False)
