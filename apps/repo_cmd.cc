@@ -91,20 +91,25 @@ class Repo {
   // changed files back (export), or counts (status).
   Status Walk(const std::string& rel) {
     const std::string path = rel.empty() ? dir_ : Join(dir_, rel);
-    CIUIC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, c_.ReadDir(path));
-    std::sort(entries.begin(), entries.end(),
-              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
-    for (const DirEntry& e : entries) {
-      if (e.name == "." || e.name == ".." || e.name.rfind(kTmpPrefix, 0) == 0)
-        continue;
-      const std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
-      if ((e.type & S_IFMT) == S_IFDIR) {
-        Status st = Walk(child_rel);
-        if (!st.ok())
-          Fail(Join(dir_, child_rel), st.message());
-      } else if ((e.type & S_IFMT) == S_IFREG) {
-        WalkFile(child_rel);
+    // A page at a time, so a directory of a million files costs one page of memory.
+    uint64_t cookie = 0;
+    for (;;) {
+      CIUIC_ASSIGN_OR_RETURN(DirPage page, c_.ReadDirPage(path, cookie, kPage));
+      for (const DirEntry& e : page.entries) {
+        if (e.name == "." || e.name == ".." || e.name.rfind(kTmpPrefix, 0) == 0)
+          continue;
+        const std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
+        if ((e.type & S_IFMT) == S_IFDIR) {
+          Status st = Walk(child_rel);
+          if (!st.ok())
+            Fail(Join(dir_, child_rel), st.message());
+        } else if ((e.type & S_IFMT) == S_IFREG) {
+          WalkFile(child_rel);
+        }
       }
+      if (page.eof)
+        break;
+      cookie = page.next_cookie;
     }
     return Status::OK();
   }

@@ -163,7 +163,7 @@ class FileRepoTest(RepoBase, unittest.TestCase):
         os.makedirs(store)
         ciuic("repo", "link", d, "file://" + store, env=self.env)
         p = subprocess.Popen([os.path.join(BIN, "ciuic"), "repo", "sync", d, "--interval", "0.5"],
-                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             write(os.path.join(store, "later", "appeared.txt"), b"late")
             for _ in range(120):
@@ -176,6 +176,24 @@ class FileRepoTest(RepoBase, unittest.TestCase):
         finally:
             p.kill()
             p.wait()
+
+    def test_more_than_a_page(self):
+        # 1,100 objects in one directory: the listing (1,000 keys a page) and the directory walk
+        # (1,000 entries a page) both take two pages.
+        d = "/datasets/paged"
+        store = os.path.join(self.tmp, "store-paged")
+        for i in range(1100):
+            write(os.path.join(store, "many", "f%05d" % i), b"%d" % i)
+        r = ciuic("repo", "link", d, "file://" + store, env=self.env)
+        self.assertIn("1100 new", r.stdout.decode())
+        self.assertEqual(len(self.ls(d + "/many")), 1100)
+        self.assertEqual(self.cat(d + "/many/f01099"), b"1099")
+        for i in range(0, 1100, 2):
+            os.unlink(os.path.join(store, "many", "f%05d" % i))
+        r = ciuic("repo", "sync", d, env=self.env)
+        self.assertIn("0 new, 0 changed, 550 deleted, 550 unchanged, 0 failed",
+                      r.stdout.decode())
+        self.assertEqual(len(self.ls(d + "/many")), 550)
 
     def test_missing_directory(self):
         r = ciuic("repo", "link", "/datasets/missing", "file:///no/such/dir/ciuic", env=self.env,
@@ -227,6 +245,7 @@ class S3RepoTest(RepoBase, unittest.TestCase):
                        capture_output=True, env=cls.env, timeout=60)
         cls.s3.kill()
         cls.s3.wait()
+        cls.s3log.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def req(self, method, key, data=None):
