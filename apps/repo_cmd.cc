@@ -4,9 +4,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,6 +28,24 @@ constexpr char kObjXattr[] = "user.ciuic.repo.obj";
 constexpr size_t kChunk = 8u << 20;
 // Objects per listing page: the listing is never held whole, so memory stays bounded.
 constexpr uint32_t kPage = 1000;
+// Files copied or checked at once: each is a few MDS round trips and a store request, so a few
+// in flight hide the latencies; memory is at most kParallel copy buffers.
+constexpr size_t kParallel = 8;
+
+// Runs fn(0..n-1) on up to kParallel threads.
+void RunParallel(size_t n, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++)
+      fn(i);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < std::min(kParallel, n); ++i)
+    threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads)
+    t.join();
+}
 
 // What the cluster file was when it last matched the object: the object's etag and size, and
 // the file's data version right after the copy (a different one means a local change).
@@ -57,8 +79,8 @@ std::string Parent(const std::string& path) {
 }
 
 struct Counts {
-  uint64_t added = 0, changed = 0, deleted = 0, unchanged = 0, exported = 0, skipped = 0;
-  int failed = 0;
+  std::atomic<uint64_t> added{0}, changed{0}, deleted{0}, unchanged{0}, exported{0};
+  std::atomic<int> failed{0};
 };
 
 class Repo {
@@ -69,6 +91,7 @@ class Repo {
   Counts& counts() { return counts_; }
 
   void Fail(const std::string& path, const std::string& why) {
+    std::lock_guard<std::mutex> lock(print_mu_);
     fmt::print(stderr, "ciuic: repo {}: {}: {}\n", action_, path, why);
     ++counts_.failed;
   }
@@ -79,8 +102,7 @@ class Repo {
     lo.max_keys = kPage;
     for (;;) {
       CIUIC_ASSIGN_OR_RETURN(objstore::ListPage page, store_.List(lo));
-      for (const objstore::ObjectInfo& o : page.objects)
-        ImportOne(o);
+      RunParallel(page.objects.size(), [&](size_t i) { ImportOne(page.objects[i]); });
       if (page.next.empty())
         return Status::OK();
       lo.start = page.next;
@@ -95,6 +117,7 @@ class Repo {
     uint64_t cookie = 0;
     for (;;) {
       CIUIC_ASSIGN_OR_RETURN(DirPage page, c_.ReadDirPage(path, cookie, kPage));
+      std::vector<std::string> files_here;
       for (const DirEntry& e : page.entries) {
         if (e.name == "." || e.name == ".." || e.name.rfind(kTmpPrefix, 0) == 0)
           continue;
@@ -104,9 +127,10 @@ class Repo {
           if (!st.ok())
             Fail(Join(dir_, child_rel), st.message());
         } else if ((e.type & S_IFMT) == S_IFREG) {
-          WalkFile(child_rel);
+          files_here.push_back(child_rel);
         }
       }
+      RunParallel(files_here.size(), [&](size_t i) { WalkFile(files_here[i]); });
       if (page.eof)
         break;
       cookie = page.next_cookie;
@@ -114,7 +138,7 @@ class Repo {
     return Status::OK();
   }
 
-  uint64_t files = 0, linked = 0, modified = 0, local_only = 0;
+  std::atomic<uint64_t> files{0}, linked{0}, modified{0}, local_only{0};
 
  private:
   static constexpr char kTmpPrefix[] = ".ciuic-repo-tmp.";
@@ -309,6 +333,7 @@ class Repo {
   std::string dir_;
   objstore::ObjectStore& store_;
   Counts counts_;
+  std::mutex print_mu_;
 };
 
 Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const std::string& url) {
@@ -379,13 +404,14 @@ int CmdRepo(Client& c, const std::string& action, const std::string& dir, const 
   const Counts& n = repo.counts();
   if (action == "status") {
     fmt::print("{} {} files {} from-repository {} changed-here {} new-here {}\n", dir, link_url,
-               repo.files, repo.linked, repo.modified, repo.local_only);
+               repo.files.load(), repo.linked.load(), repo.modified.load(), repo.local_only.load());
   } else if (action == "export") {
-    fmt::print("{} -> {}: {} exported, {} unchanged, {} failed\n", dir, link_url, n.exported,
-               n.unchanged, n.failed);
+    fmt::print("{} -> {}: {} exported, {} unchanged, {} failed\n", dir, link_url, n.exported.load(),
+               n.unchanged.load(), n.failed.load());
   } else {
     fmt::print("{} <- {}: {} new, {} changed, {} deleted, {} unchanged, {} failed\n", dir, link_url,
-               n.added, n.changed, n.deleted, n.unchanged, n.failed);
+               n.added.load(), n.changed.load(), n.deleted.load(), n.unchanged.load(),
+               n.failed.load());
   }
   std::fflush(stdout);  // `sync --interval` runs until killed
   return n.failed > 0 ? 1 : 0;
