@@ -347,7 +347,7 @@ Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const std::string& url)
 int CmdRepo(Client& c, const std::string& action, const std::string& dir, const std::string& url) {
   auto fail = [&](const std::string& what, const std::string& why) {
     // Messages that name the path already are not prefixed with it again.
-    if (why.find(what) != std::string::npos) {
+    if (why.find(what + ":") != std::string::npos) {
       fmt::print(stderr, "ciuic: repo {}: {}\n", action, why);
     } else {
       fmt::print(stderr, "ciuic: repo {}: {}: {}\n", action, what, why);
