@@ -7,12 +7,14 @@ linked, a conflicting local change) gives a one-line error and loses nothing.
 Usage: test_repo.py --bin-dir BUILD/apps [--s3rver tests/s3/node_modules/s3rver/bin/s3rver.js]
 """
 import argparse
+import http.server
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
@@ -277,6 +279,43 @@ class S3RepoTest(RepoBase, unittest.TestCase):
         self.assertEqual(len(err.splitlines()), 1, err)
         self.assertIn("no-such-bucket", err)
         self.assertNotEqual(ciuic("stat", "/datasets/nobucket", env=self.env,
+                                  check=False).returncode, 0)
+
+    def test_wrong_credentials(self):
+        # s3rver does not check signatures: a server that refuses every request as S3 does
+        # with a wrong key (403 InvalidAccessKeyId) stands in for it.
+        class Refuse(http.server.BaseHTTPRequestHandler):
+            def do_any(self):
+                body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId'
+                        b'</Code><Message>The AWS Access Key Id you provided does not exist.'
+                        b'</Message></Error>')
+                self.send_response(403)
+                self.send_header("Content-Type", "application/xml")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = do_any
+
+            def log_message(self, *args):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+        t = threading.Thread(target=srv.serve_forever, daemon=True)
+        t.start()
+        try:
+            env = dict(self.env, AWS_ENDPOINT_URL_S3="http://127.0.0.1:%d" % srv.server_port,
+                       AWS_ACCESS_KEY_ID="WRONG", AWS_SECRET_ACCESS_KEY="WRONG")
+            r = ciuic("repo", "link", "/datasets/creds", "s3://bucket/x", env=env, check=False)
+        finally:
+            srv.shutdown()
+            srv.server_close()
+        self.assertNotEqual(r.returncode, 0)
+        err = r.stderr.decode().strip()
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("s3://bucket/x", err)
+        self.assertIn("InvalidAccessKeyId", err)
+        self.assertNotEqual(ciuic("stat", "/datasets/creds", env=self.env,
                                   check=False).returncode, 0)
 
     def test_unreachable_endpoint(self):
