@@ -32,6 +32,7 @@
 #include "mount_cmd.h"
 #include "mount_path.h"
 #include "pack_cmd.h"
+#include "repo_cmd.h"
 #include "top_cmd.h"
 
 namespace ciuic::cli {
@@ -1248,6 +1249,49 @@ int Main(int argc, char** argv) {
     }
     rc = CmdHsmSweep(**c, sweep);
   });
+
+  auto* repo = app.add_subcommand(
+      "repo", "link a directory to an object store prefix (data repository), sync, export");
+  repo->require_subcommand(1);
+  std::string repo_dir, repo_url;
+  double repo_interval = 0;
+  for (const char* action : {"link", "sync", "export", "status"}) {
+    const std::string a = action;
+    const std::string help =
+        a == "link" ? "link DIR to URL (s3://BUCKET/PREFIX or file:///DIR) and import its objects\n"
+                      "Example: ciuic repo link /datasets/x s3://bucket/prefix"
+        : a == "sync"   ? "import new and changed objects, remove files whose object was deleted\n"
+                          "Example: ciuic repo sync /datasets/x"
+        : a == "export" ? "write new and changed files back as plain objects\n"
+                          "Example: ciuic repo export /datasets/x"
+                        : "show the link and how many files changed here\n"
+                          "Example: ciuic repo status /datasets/x";
+    auto* sub = repo->add_subcommand(action, help);
+    sub->add_option("dir", repo_dir, "the linked directory (cluster path or path in a mount)")
+        ->required();
+    if (a == "link")
+      sub->add_option("url", repo_url, "s3://BUCKET[/PREFIX] or file:///DIR")->required();
+    if (a == "sync")
+      sub->add_option("--interval", repo_interval,
+                      "keep syncing, every SECONDS (until interrupted; exits on a failure)");
+    sub->callback([&, a] {
+      auto c = Connect();
+      if (!c.ok()) {
+        rc = Fail(c.status());
+        return;
+      }
+      auto p = ClusterPathArg(**c, repo_dir);
+      if (!p.ok()) {
+        rc = Fail(p.status());
+        return;
+      }
+      rc = CmdRepo(**c, a, *p, repo_url);
+      while (a == "sync" && repo_interval > 0 && rc == 0) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(repo_interval));
+        rc = CmdRepo(**c, a, *p, repo_url);
+      }
+    });
+  }
 
   auto* df = app.add_subcommand("df", "space per OST and in the cold tier\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");

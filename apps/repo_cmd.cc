@@ -1,0 +1,420 @@
+#include "repo_cmd.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "objstore/object_store_factory.h"
+
+namespace ciuic::cli {
+namespace {
+
+// The link's URL, on the linked directory.
+constexpr char kUrlXattr[] = "user.ciuic.repo.url";
+// Per file: where its bytes came from or went to (docs/formats/repo-xattrs.md).
+constexpr char kObjXattr[] = "user.ciuic.repo.obj";
+// Bytes copied per request: bounds the memory of a copy whatever the file's size.
+constexpr size_t kChunk = 8u << 20;
+// Objects per listing page: the listing is never held whole, so memory stays bounded.
+constexpr uint32_t kPage = 1000;
+// Files copied or checked at once: each is a few MDS round trips and a store request, so a few
+// in flight hide the latencies; memory is at most kParallel copy buffers.
+constexpr size_t kParallel = 8;
+
+// Runs fn(0..n-1) on up to kParallel threads.
+void RunParallel(size_t n, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < n; i = next++)
+      fn(i);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < std::min(kParallel, n); ++i)
+    threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads)
+    t.join();
+}
+
+// What the cluster file was when it last matched the object: the object's etag and size, and
+// the file's data version right after the copy (a different one means a local change).
+struct Record {
+  uint64_t data_version = 0;
+  uint64_t size = 0;
+  std::string etag;
+};
+
+std::string Encode(const Record& r) {
+  return fmt::format("v1 {} {} {}", r.data_version, r.size, r.etag);
+}
+
+bool Decode(const std::string& s, Record* r) {
+  std::istringstream in(s);
+  std::string v;
+  if (!(in >> v >> r->data_version >> r->size) || v != "v1")
+    return false;
+  in.get();
+  std::getline(in, r->etag);
+  return true;
+}
+
+std::string Join(const std::string& dir, const std::string& rel) {
+  return dir == "/" ? "/" + rel : dir + "/" + rel;
+}
+
+std::string Parent(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+struct Counts {
+  std::atomic<uint64_t> added{0}, changed{0}, deleted{0}, unchanged{0}, exported{0};
+  std::atomic<int> failed{0};
+};
+
+class Repo {
+ public:
+  Repo(Client& c, std::string action, std::string dir, objstore::ObjectStore& store)
+      : c_(c), action_(std::move(action)), dir_(std::move(dir)), store_(store) {}
+
+  Counts& counts() { return counts_; }
+
+  void Fail(const std::string& path, const std::string& why) {
+    std::lock_guard<std::mutex> lock(print_mu_);
+    fmt::print(stderr, "ciuic: repo {}: {}: {}\n", action_, path, why);
+    ++counts_.failed;
+  }
+
+  // Imports every object of the store that is new or changed. Pages through the listing.
+  Status Import() {
+    objstore::ListOptions lo;
+    lo.max_keys = kPage;
+    for (;;) {
+      CIUIC_ASSIGN_OR_RETURN(objstore::ListPage page, store_.List(lo));
+      RunParallel(page.objects.size(), [&](size_t i) { ImportOne(page.objects[i]); });
+      if (page.next.empty())
+        return Status::OK();
+      lo.start = page.next;
+    }
+  }
+
+  // Walks the linked directory: removes files whose object is gone (sync), writes new and
+  // changed files back (export), or counts (status).
+  Status Walk(const std::string& rel) {
+    const std::string path = rel.empty() ? dir_ : Join(dir_, rel);
+    // A page at a time, so a directory of a million files costs one page of memory.
+    uint64_t cookie = 0;
+    for (;;) {
+      CIUIC_ASSIGN_OR_RETURN(DirPage page, c_.ReadDirPage(path, cookie, kPage));
+      std::vector<std::string> files_here;
+      for (const DirEntry& e : page.entries) {
+        if (e.name == "." || e.name == ".." || e.name.rfind(kTmpPrefix, 0) == 0)
+          continue;
+        const std::string child_rel = rel.empty() ? e.name : rel + "/" + e.name;
+        if ((e.type & S_IFMT) == S_IFDIR) {
+          Status st = Walk(child_rel);
+          if (!st.ok())
+            Fail(Join(dir_, child_rel), st.message());
+        } else if ((e.type & S_IFMT) == S_IFREG) {
+          files_here.push_back(child_rel);
+        }
+      }
+      RunParallel(files_here.size(), [&](size_t i) { WalkFile(files_here[i]); });
+      if (page.eof)
+        break;
+      cookie = page.next_cookie;
+    }
+    return Status::OK();
+  }
+
+  std::atomic<uint64_t> files{0}, linked{0}, modified{0}, local_only{0};
+
+ private:
+  static constexpr char kTmpPrefix[] = ".ciuic-repo-tmp.";
+
+  void ImportOne(const objstore::ObjectInfo& o) {
+    if (!o.key.empty() && o.key.back() == '/') {  // an S3 "directory" marker
+      const std::string d = o.key.substr(0, o.key.size() - 1);
+      if (!d.empty() && objstore::ValidateKey(d).ok()) {
+        Status st = c_.MkdirAll(Join(dir_, d));
+        if (!st.ok())
+          Fail(Join(dir_, d), st.message());
+      }
+      return;
+    }
+    const std::string path = Join(dir_, o.key);
+    if (Status v = objstore::ValidateKey(o.key); !v.ok()) {
+      Fail(path, fmt::format("object key '{}' cannot be a path; skipped", o.key));
+      return;
+    }
+    Result<FileStat> st = c_.Lstat(path);
+    if (st.ok()) {
+      if (!st->is_reg()) {
+        Fail(path,
+             fmt::format("exists and is not a regular file; object '{}' not imported", o.key));
+        return;
+      }
+      Record r;
+      Result<std::string> x = c_.GetXattr(path, kObjXattr);
+      if (!x.ok() || !Decode(*x, &r)) {
+        Fail(path, fmt::format("exists and did not come from the repository; object '{}' not "
+                               "imported (nothing changed)",
+                               o.key));
+        return;
+      }
+      if (r.etag == o.etag && r.size == o.size) {
+        ++counts_.unchanged;
+        return;
+      }
+      if (r.data_version != st->data_version) {
+        Fail(path, fmt::format("changed both here and in the repository (object '{}'); kept "
+                               "the local file, export or remove it first",
+                               o.key));
+        return;
+      }
+      if (Status s = Copy(o, path); !s.ok()) {
+        Fail(path, s.message());
+        return;
+      }
+      ++counts_.changed;
+      return;
+    }
+    if (st.status().code() != StatusCode::kNotFound) {
+      Fail(path, st.status().message());
+      return;
+    }
+    if (Status s = Copy(o, path); !s.ok()) {
+      Fail(path, s.message());
+      return;
+    }
+    ++counts_.added;
+  }
+
+  // Copies the object into a temporary file beside `path` and renames it over `path` once it
+  // is complete, so a failed copy leaves the old file (or none) as it was.
+  Status Copy(const objstore::ObjectInfo& o, const std::string& path) {
+    const std::string parent = Parent(path);
+    CIUIC_RETURN_IF_ERROR(c_.MkdirAll(parent));
+    const std::string tmp = Join(parent, kTmpPrefix + path.substr(path.rfind('/') + 1));
+    Status st = CopyTo(o, tmp, path);
+    if (!st.ok()) {
+      (void)c_.Unlink(tmp);
+      return st;
+    }
+    st = c_.Rename(tmp, path);
+    if (!st.ok())
+      (void)c_.Unlink(tmp);
+    return st;
+  }
+
+  Status CopyTo(const objstore::ObjectInfo& o, const std::string& tmp, const std::string& path) {
+    CIUIC_ASSIGN_OR_RETURN(std::unique_ptr<File> f,
+                           c_.Open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644));
+    std::vector<char> buf(std::min<uint64_t>(kChunk, std::max<uint64_t>(o.size, 1)));
+    uint64_t off = 0;
+    while (off < o.size) {
+      const size_t want = std::min<uint64_t>(buf.size(), o.size - off);
+      Result<size_t> n = store_.Get(o.key, off, std::span<char>(buf.data(), want));
+      if (!n.ok()) {
+        if (n.status().code() == StatusCode::kNotFound)
+          return Status::NotFound(fmt::format("object '{}' of {} was deleted while importing",
+                                              o.key, store_.Describe()));
+        return n.status();
+      }
+      if (*n != want)
+        return Status::Corruption(
+            fmt::format("object '{}' of {} changed while importing (listed {} bytes, read {})",
+                        o.key, store_.Describe(), o.size, off + *n));
+      CIUIC_RETURN_IF_ERROR(f->Pwrite(buf.data(), want, off).status());
+      off += want;
+    }
+    CIUIC_RETURN_IF_ERROR(f->Close());
+    struct timespec t;
+    t.tv_sec = o.mtime_ms / 1000;
+    t.tv_nsec = (o.mtime_ms % 1000) * 1000000;
+    CIUIC_RETURN_IF_ERROR(c_.Utimens(tmp, t, t));
+    CIUIC_ASSIGN_OR_RETURN(FileStat st, c_.Stat(tmp));
+    Record r{st.data_version, o.size, o.etag};
+    (void)path;
+    return c_.SetXattr(tmp, kObjXattr, Encode(r));
+  }
+
+  void WalkFile(const std::string& rel) {
+    const std::string path = Join(dir_, rel);
+    ++files;
+    Result<FileStat> st = c_.Stat(path);
+    if (!st.ok()) {
+      Fail(path, st.status().message());
+      return;
+    }
+    Record r;
+    Result<std::string> x = c_.GetXattr(path, kObjXattr);
+    const bool has = x.ok() && Decode(*x, &r);
+    const bool local_change = !has || r.data_version != st->data_version;
+    if (has)
+      ++linked;
+    if (has && local_change)
+      ++modified;
+    if (!has)
+      ++local_only;
+    if (action_ == "sync") {
+      if (!has)
+        return;  // made here: sync leaves it to export
+      Result<objstore::ObjectInfo> h = store_.Head(rel);
+      if (h.ok())
+        return;
+      if (h.status().code() != StatusCode::kNotFound) {
+        Fail(path, h.status().message());
+        return;
+      }
+      if (local_change) {
+        Fail(path, fmt::format("object '{}' was deleted from {} but the file changed here; kept",
+                               rel, store_.Describe()));
+        return;
+      }
+      if (Status s = c_.Unlink(path); !s.ok()) {
+        Fail(path, s.message());
+        return;
+      }
+      ++counts_.deleted;
+    } else if (action_ == "export") {
+      if (!local_change) {
+        ++counts_.unchanged;
+        return;
+      }
+      if (Status s = Export(rel, path, *st); !s.ok()) {
+        Fail(path, s.message());
+        return;
+      }
+      ++counts_.exported;
+    }
+  }
+
+  // Writes the file as the plain object `rel`, then records the object's etag.
+  Status Export(const std::string& rel, const std::string& path, const FileStat& st) {
+    if (Status v = objstore::ValidateKey(rel); !v.ok())
+      return v;
+    CIUIC_ASSIGN_OR_RETURN(std::unique_ptr<File> f, c_.Open(path, O_RDONLY));
+    objstore::PutSource src = [&](uint64_t off, std::span<char> dst) -> Status {
+      size_t done = 0;
+      while (done < dst.size()) {
+        CIUIC_ASSIGN_OR_RETURN(size_t n,
+                               f->Pread(dst.data() + done, dst.size() - done, off + done));
+        if (n == 0)
+          return Status::IoError(
+              fmt::format("{} became shorter while exporting; nothing replaced", path));
+        done += n;
+      }
+      return Status::OK();
+    };
+    CIUIC_RETURN_IF_ERROR(store_.PutStream(rel, st.size, src));
+    CIUIC_RETURN_IF_ERROR(f->Close());
+    CIUIC_ASSIGN_OR_RETURN(objstore::ObjectInfo h, store_.Head(rel));
+    CIUIC_ASSIGN_OR_RETURN(FileStat now, c_.Stat(path));
+    if (now.data_version != st.data_version)
+      return Status::Aborted(fmt::format("changed while exporting; run export again"));
+    Record r{now.data_version, h.size, h.etag};
+    return c_.SetXattr(path, kObjXattr, Encode(r));
+  }
+
+  Client& c_;
+  std::string action_;
+  std::string dir_;
+  objstore::ObjectStore& store_;
+  Counts counts_;
+  std::mutex print_mu_;
+};
+
+Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const std::string& url) {
+  objstore::ObjectStoreConfig cfg;
+  cfg.create_local_root = false;  // a repository must exist already
+  return objstore::OpenObjectStore(url, cfg);
+}
+
+}  // namespace
+
+int CmdRepo(Client& c, const std::string& action, const std::string& dir, const std::string& url) {
+  auto fail = [&](const std::string& what, const std::string& why) {
+    // Messages that name the path already are not prefixed with it again.
+    if (why.find(what + ":") != std::string::npos) {
+      fmt::print(stderr, "ciuic: repo {}: {}\n", action, why);
+    } else {
+      fmt::print(stderr, "ciuic: repo {}: {}: {}\n", action, what, why);
+    }
+    return 1;
+  };
+  std::string link_url = url;
+  if (action == "link") {
+    Result<FileStat> st = c.Stat(dir);
+    if (st.ok()) {
+      if (!st->is_dir())
+        return fail(dir, "not a directory");
+      Result<std::string> old = c.GetXattr(dir, kUrlXattr);
+      if (old.ok() && *old != url)
+        return fail(dir, fmt::format("already linked to {}", *old));
+    }
+  } else {
+    Result<FileStat> st = c.Stat(dir);
+    if (!st.ok())
+      return fail(dir, st.status().message());
+    Result<std::string> u = c.GetXattr(dir, kUrlXattr);
+    if (!u.ok())
+      return fail(dir, u.status().code() == StatusCode::kNotFound
+                           ? "not linked to a data repository (ciuic repo link DIR URL)"
+                           : u.status().message());
+    link_url = *u;
+  }
+  Result<std::unique_ptr<objstore::ObjectStore>> store = OpenStore(link_url);
+  if (!store.ok())
+    return fail(link_url, store.status().message());
+  if (action == "link") {
+    // Reach the store before changing anything, so a bad URL or credentials change nothing.
+    objstore::ListOptions probe;
+    probe.max_keys = 1;
+    Result<objstore::ListPage> p = (*store)->List(probe);
+    if (!p.ok())
+      return fail(link_url, p.status().message());
+    if (Status s = c.MkdirAll(dir); !s.ok())
+      return fail(dir, s.message());
+    if (Status s = c.SetXattr(dir, kUrlXattr, link_url); !s.ok())
+      return fail(dir, s.message());
+  }
+  Repo repo(c, action, dir, **store);
+  Status st;
+  if (action == "link" || action == "sync") {
+    st = repo.Import();
+    if (st.ok() && action == "sync")
+      st = repo.Walk("");
+  } else {
+    st = repo.Walk("");
+  }
+  if (!st.ok())
+    return fail(link_url, st.message());
+  const Counts& n = repo.counts();
+  if (action == "status") {
+    fmt::print("{} {} files {} from-repository {} changed-here {} new-here {}\n", dir, link_url,
+               repo.files.load(), repo.linked.load(), repo.modified.load(), repo.local_only.load());
+  } else if (action == "export") {
+    fmt::print("{} -> {}: {} exported, {} unchanged, {} failed\n", dir, link_url, n.exported.load(),
+               n.unchanged.load(), n.failed.load());
+  } else {
+    fmt::print("{} <- {}: {} new, {} changed, {} deleted, {} unchanged, {} failed\n", dir, link_url,
+               n.added.load(), n.changed.load(), n.deleted.load(), n.unchanged.load(),
+               n.failed.load());
+  }
+  std::fflush(stdout);  // `sync --interval` runs until killed
+  return n.failed > 0 ? 1 : 0;
+}
+
+}  // namespace ciuic::cli

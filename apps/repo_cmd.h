@@ -1,0 +1,24 @@
+// `ciuic repo link|sync|export|status`: data repositories (docs/design.md "Data repositories").
+// A directory of the cluster is linked to an object store prefix (s3://bucket/prefix or
+// file:///dir); objects are plain objects named by their path under the directory.
+//
+// This is the CLI's own implementation: the `ciuic` binary links ciuic_objstore and copies
+// bytes between the store and the cluster through the ordinary client API. The client library
+// itself still does not link the object store. State lives in extended attributes of the
+// cluster's namespace (docs/formats/repo-xattrs.md), so it is as durable as the files.
+#pragma once
+
+#include <string>
+
+#include "ciuic/client.h"
+
+namespace ciuic::cli {
+
+// `action` is "link" (needs `url`), "sync", "export" or "status"; `dir` is a cluster path.
+// Prints a one-line summary on stdout, one line per failed file on stderr (naming the file and
+// the reason); returns 1 if anything failed, else 0. Nothing is lost on failure: a file is
+// replaced only once its new bytes are complete, and nothing changed locally is overwritten or
+// removed by a sync.
+int CmdRepo(Client& c, const std::string& action, const std::string& dir, const std::string& url);
+
+}  // namespace ciuic::cli
