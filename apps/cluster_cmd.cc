@@ -168,6 +168,15 @@ pid_t ReadPid(const fs::path& p) {
   return static_cast<pid_t>(pid);
 }
 
+// A zombie (state Z in /proc/PID/stat) is not alive: its process has exited.
+bool IsZombie(pid_t pid) {
+  std::ifstream st(fmt::format("/proc/{}/stat", pid));
+  std::string s;
+  std::getline(st, s);
+  auto rp = s.rfind(')');
+  return rp != std::string::npos && rp + 2 < s.size() && s[rp + 2] == 'Z';
+}
+
 // True when `pid` is alive and is one of our server binaries (pid files can go stale).
 bool IsOurProcess(pid_t pid) {
   if (pid <= 0 || ::kill(pid, 0) != 0)
@@ -178,12 +187,7 @@ bool IsOurProcess(pid_t pid) {
   if (cmd.find("ciuic-mds") == std::string::npos && cmd.find("ciuic-oss") == std::string::npos) {
     return false;
   }
-  // A zombie is not alive.
-  std::ifstream st(fmt::format("/proc/{}/stat", pid));
-  std::string s;
-  std::getline(st, s);
-  auto rp = s.rfind(')');
-  return !(rp != std::string::npos && rp + 2 < s.size() && s[rp + 2] == 'Z');
+  return !IsZombie(pid);
 }
 
 std::string LastLines(const fs::path& p, int n) {
@@ -278,11 +282,7 @@ bool IsPolicyProcess(pid_t pid) {
   if (cmd.find(std::string("\0sweep\0", 7)) == std::string::npos ||
       cmd.find("--every") == std::string::npos)
     return false;
-  std::ifstream st(fmt::format("/proc/{}/stat", pid));
-  std::string s;
-  std::getline(st, s);
-  auto rp = s.rfind(')');
-  return !(rp != std::string::npos && rp + 2 < s.size() && s[rp + 2] == 'Z');
+  return !IsZombie(pid);
 }
 
 // Applies the HSM flags given to `cluster up` to `shape`; false (after one line) when bad.
