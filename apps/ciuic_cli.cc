@@ -1255,6 +1255,7 @@ int Main(int argc, char** argv) {
   repo->require_subcommand(1);
   std::string repo_dir, repo_url;
   double repo_interval = 0;
+  bool repo_copy = false;
   for (const char* action : {"link", "sync", "export", "status"}) {
     const std::string a = action;
     const std::string help =
@@ -1271,6 +1272,10 @@ int Main(int argc, char** argv) {
         ->required();
     if (a == "link")
       sub->add_option("url", repo_url, "s3://BUCKET[/PREFIX] or file:///DIR")->required();
+    if (a == "link" || a == "sync")
+      sub->add_flag("--copy", repo_copy,
+                    "copy new and changed objects' bytes now (default: import them as released "
+                    "files whose bytes load on first read)");
     if (a == "sync")
       sub->add_option("--interval", repo_interval,
                       "keep syncing, every SECONDS (until interrupted; exits on a failure)");
@@ -1285,10 +1290,10 @@ int Main(int argc, char** argv) {
         rc = Fail(p.status());
         return;
       }
-      rc = CmdRepo(**c, a, *p, repo_url);
+      rc = CmdRepo(**c, a, *p, repo_url, repo_copy);
       while (a == "sync" && repo_interval > 0 && rc == 0) {
         std::this_thread::sleep_for(std::chrono::duration<double>(repo_interval));
-        rc = CmdRepo(**c, a, *p, repo_url);
+        rc = CmdRepo(**c, a, *p, repo_url, repo_copy);
       }
     });
   }

@@ -85,8 +85,18 @@ struct Counts {
 
 class Repo {
  public:
-  Repo(Client& c, std::string action, std::string dir, objstore::ObjectStore& store)
-      : c_(c), action_(std::move(action)), dir_(std::move(dir)), store_(store) {}
+  Repo(Client& c,
+       std::string action,
+       std::string dir,
+       std::string url,
+       objstore::ObjectStore& store,
+       bool copy)
+      : c_(c),
+        action_(std::move(action)),
+        dir_(std::move(dir)),
+        url_(std::move(url)),
+        store_(store),
+        copy_(copy) {}
 
   Counts& counts() { return counts_; }
 
@@ -142,6 +152,8 @@ class Repo {
 
  private:
   static constexpr char kTmpPrefix[] = ".ciuic-repo-tmp.";
+  // The data version of a file Client::HsmImport made.
+  static constexpr uint64_t kImportedVersion = 1;
 
   void ImportOne(const objstore::ObjectInfo& o) {
     if (!o.key.empty() && o.key.back() == '/') {  // an S3 "directory" marker
@@ -183,7 +195,7 @@ class Repo {
                                o.key));
         return;
       }
-      if (Status s = Copy(o, path); !s.ok()) {
+      if (Status s = copy_ ? Copy(o, path) : Import(o, path, true); !s.ok()) {
         Fail(path, s.message());
         return;
       }
@@ -194,11 +206,35 @@ class Repo {
       Fail(path, st.status().message());
       return;
     }
-    if (Status s = Copy(o, path); !s.ok()) {
+    if (Status s = copy_ ? Copy(o, path) : Import(o, path, false); !s.ok()) {
       Fail(path, s.message());
       return;
     }
     ++counts_.added;
+  }
+
+  // Makes `path` a released file backed by the object (no byte moves until a read). A changed
+  // object is imported beside the file and renamed over it, so a failure keeps the old one.
+  Status Import(const objstore::ObjectInfo& o, const std::string& path, bool replace) {
+    const std::string parent = Parent(path);
+    CIUIC_RETURN_IF_ERROR(c_.MkdirAll(parent));
+    RepoImport spec;
+    spec.url = url_;
+    spec.key = o.key;
+    spec.etag = o.etag;
+    spec.size = o.size;
+    spec.mtime_ms = o.mtime_ms;
+    spec.xattr_name = kObjXattr;
+    spec.xattr_value = Encode(Record{kImportedVersion, o.size, o.etag});
+    if (!replace)
+      return c_.HsmImport(path, spec);
+    const std::string tmp = Join(parent, kTmpPrefix + path.substr(path.rfind('/') + 1));
+    (void)c_.Unlink(tmp);  // what an import cut short left
+    CIUIC_RETURN_IF_ERROR(c_.HsmImport(tmp, spec));
+    Status st = c_.Rename(tmp, path);
+    if (!st.ok())
+      (void)c_.Unlink(tmp);
+    return st;
   }
 
   // Copies the object into a temporary file beside `path` and renames it over `path` once it
@@ -331,7 +367,9 @@ class Repo {
   Client& c_;
   std::string action_;
   std::string dir_;
+  std::string url_;
   objstore::ObjectStore& store_;
+  const bool copy_;  // copy bytes now (--copy) instead of importing released files
   Counts counts_;
   std::mutex print_mu_;
 };
@@ -344,7 +382,11 @@ Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const std::string& url)
 
 }  // namespace
 
-int CmdRepo(Client& c, const std::string& action, const std::string& dir, const std::string& url) {
+int CmdRepo(Client& c,
+            const std::string& action,
+            const std::string& dir,
+            const std::string& url,
+            bool copy) {
   auto fail = [&](const std::string& what, const std::string& why) {
     // Messages that name the path already are not prefixed with it again.
     if (why.find(what + ":") != std::string::npos) {
@@ -390,7 +432,7 @@ int CmdRepo(Client& c, const std::string& action, const std::string& dir, const 
     if (Status s = c.SetXattr(dir, kUrlXattr, link_url); !s.ok())
       return fail(dir, s.message());
   }
-  Repo repo(c, action, dir, **store);
+  Repo repo(c, action, dir, link_url, **store, copy);
   Status st;
   if (action == "link" || action == "sync") {
     st = repo.Import();

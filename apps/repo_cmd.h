@@ -2,9 +2,10 @@
 // A directory of the cluster is linked to an object store prefix (s3://bucket/prefix or
 // file:///dir); objects are plain objects named by their path under the directory.
 //
-// This is the CLI's own implementation: the `ciuic` binary links ciuic_objstore and copies
-// bytes between the store and the cluster through the ordinary client API. The client library
-// itself still does not link the object store. State lives in extended attributes of the
+// This is the CLI's own implementation: the `ciuic` binary links ciuic_objstore and lists the
+// store. Objects are imported as released files (Client::HsmImport) whose bytes the OSSes
+// fetch on first read, or with `copy` copied through the ordinary client API; export copies
+// through the client too. The client library itself still does not link the object store. State lives in extended attributes of the
 // cluster's namespace (docs/formats/repo-xattrs.md), so it is as durable as the files.
 #pragma once
 
@@ -15,10 +16,15 @@
 namespace ciuic::cli {
 
 // `action` is "link" (needs `url`), "sync", "export" or "status"; `dir` is a cluster path.
+// `copy` (link, sync): copy new and changed objects' bytes now instead of at first read.
 // Prints a one-line summary on stdout, one line per failed file on stderr (naming the file and
 // the reason); returns 1 if anything failed, else 0. Nothing is lost on failure: a file is
 // replaced only once its new bytes are complete, and nothing changed locally is overwritten or
 // removed by a sync.
-int CmdRepo(Client& c, const std::string& action, const std::string& dir, const std::string& url);
+int CmdRepo(Client& c,
+            const std::string& action,
+            const std::string& dir,
+            const std::string& url,
+            bool copy = false);
 
 }  // namespace ciuic::cli

@@ -300,6 +300,18 @@ enum class HsmState {
 // "none", "archived", "released", "dirty", "lost".
 const char* HsmStateName(HsmState s);
 
+// A file of a data repository (Client::HsmImport, docs/formats/repo-xattrs.md).
+struct RepoImport {
+  std::string url;   // the repository: s3://bucket[/prefix] or file:///dir
+  std::string key;   // the object's key in it
+  std::string etag;  // the object's ETag as listed; a different one later means it changed
+  uint64_t size = 0;
+  int64_t mtime_ms = 0;
+  uint32_t mode = 0644;
+  std::string xattr_name;  // optional user.* attribute set in the same step
+  std::string xattr_value;
+};
+
 struct HsmStatus {
   HsmState state = HsmState::kNone;
   std::string backend;            // the cold tier holding the copy ("file:///...", "mem://x")
@@ -494,6 +506,11 @@ class Client {
   // Remove: deletes the archived copy (kBusy for a released file: it is the only copy).
   virtual Status HsmRemove(const std::string& path) = 0;
   virtual Result<HsmStatus> HsmGetState(const std::string& path) = 0;
+  // Makes `path` (which must not exist) a released file whose data is the plain object
+  // `spec.key` of the data repository `spec.url`: size, mtime and one extended attribute set,
+  // no byte copied; the first read restores it from the object (`ciuic repo link`). The admin
+  // key only (the OSSes fetch what it names). kAlreadyExists when `path` exists.
+  virtual Status HsmImport(const std::string& path, const RepoImport& spec) = 0;
 
   // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
   // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.

@@ -65,6 +65,7 @@ class ClientImpl : public Client {
   Status HsmRelease(const std::string& path) override;
   Status HsmRestore(const std::string& path) override;
   Status HsmRemove(const std::string& path) override;
+  Status HsmImport(const std::string& path, const RepoImport& spec) override;
   Result<HsmStatus> HsmGetState(const std::string& path) override;
   Result<FileStat> LookupAt(const FileId& parent, const std::string& name) override;
   Result<FileStat> GetAttrAt(const FileId& id) override;

@@ -44,6 +44,8 @@ constexpr uint32_t kObjArchive = 1;
 constexpr uint32_t kObjVerify = 2;
 constexpr uint32_t kObjRestore = 3;
 constexpr uint32_t kObjRemove = 4;
+constexpr uint32_t kObjRepoRestore = 5;
+constexpr uint32_t kObjRepoVerify = 6;
 
 Result<std::string> CleanPath(const std::string& path) {
   CIUIC_RETURN_IF_ERROR(ValidatePath(path));
@@ -53,6 +55,7 @@ Result<std::string> CleanPath(const std::string& path) {
 struct ObjRef {
   uint32_t ost = 0;
   pb::ObjectId obj;
+  const pb::Component* comp = nullptr;  // in the layout ObjectsOf was given
 };
 
 // The instantiated objects of `layout`.
@@ -65,18 +68,22 @@ std::vector<ObjRef> ObjectsOf(const Fid& fid, const pb::Layout& layout) {
       net::ToPb(fid, r.obj.mutable_fid());
       r.obj.set_comp(c.id());
       r.obj.set_stripe(static_cast<uint32_t>(s));
+      r.comp = &c;
       out.push_back(std::move(r));
     }
   }
   return out;
 }
 
-// Runs `op` on every object at once; *backend gets an OSS's cold tier description.
+// Runs `op` on every object at once; *backend gets an OSS's cold tier description. `source`
+// (a file from a data repository: ops 5 and 6) names the object and the file's size.
 Status RunObjects(ClientCore* core,
                   const std::vector<ObjRef>& objs,
                   uint32_t op,
                   uint64_t version,
-                  std::string* backend) {
+                  std::string* backend,
+                  const pb::HsmRecord* source = nullptr,
+                  uint64_t file_size = 0) {
   std::vector<std::shared_ptr<OstCall>> calls;
   auto seen = std::make_shared<std::string>();
   auto mu = std::make_shared<std::mutex>();
@@ -89,6 +96,13 @@ Status RunObjects(ClientCore* core,
     *req->mutable_obj() = o.obj;
     req->set_op(op);
     req->set_version(version);
+    if (source != nullptr) {
+      req->set_source_url(source->source_url());
+      req->set_source_key(source->source_key());
+      req->set_source_etag(source->source_etag());
+      req->set_file_size(file_size);
+      *req->mutable_comp() = *o.comp;
+    }
     call->req = std::move(req);
     call->done = [seen, mu](Result<net::Reply> r) {
       if (!r.ok())
@@ -160,17 +174,38 @@ Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint
   };
   std::string backend;
   Status copied;
+  // A file from a data repository: its copy is the repository's plain object.
+  const pb::HsmRecord* source = begin.record().source_key().empty() ? nullptr : &begin.record();
+  const uint64_t size = begin.attr().size();
+  if (source != nullptr && op == kOpRestore) {
+    // Every byte must have an object to land in (the import placed them all).
+    for (const auto& c : begin.layout().components()) {
+      if (c.start() < size && c.osts_size() == 0) {
+        pb::HsmEndResp resp;
+        end(true, false, "", &resp).IgnoreError();
+        return Status::IoError(fmt::format(
+            "{}: restore from the data repository failed: its layout has no OSTs at offset {}",
+            name, c.start()));
+      }
+    }
+  }
   switch (op) {
     case kOpArchive:
       copied = RunObjects(core, objs, kObjArchive, begin.data_version(), &backend);
       break;
     case kOpRelease:
       // The OSSes re-read the archived CRCs and compare them with the objects' blocks: nothing
-      // is released without a complete copy of exactly these bytes.
-      copied = RunObjects(core, objs, kObjVerify, begin.record().archived_version(), nullptr);
+      // is released without a complete copy of exactly these bytes. A repository's object is
+      // checked to be the one imported (same ETag and size).
+      copied = source != nullptr
+                   ? RunObjects(core, objs, kObjRepoVerify, 0, nullptr, source, size)
+                   : RunObjects(core, objs, kObjVerify, begin.record().archived_version(), nullptr);
       break;
     case kOpRestore:
-      copied = RunObjects(core, objs, kObjRestore, begin.record().archived_version(), nullptr);
+      copied = source != nullptr
+                   ? RunObjects(core, objs, kObjRepoRestore, 0, nullptr, source, size)
+                   : RunObjects(core, objs, kObjRestore, begin.record().archived_version(),
+                                nullptr);
       break;
     default:
       break;  // remove: the copy goes after the MDS forgot it
@@ -183,8 +218,9 @@ Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint
     end(true, bad, "", &resp).IgnoreError();  // the copy's error is the one to report
     if (op == kOpRestore) {
       // Never wrong bytes: the reader gets EIO, with the reason.
-      return Status::IoError(
-          fmt::format("{}: restore from the cold tier failed: {}", name, copied.message()));
+      return Status::IoError(fmt::format("{}: restore from {} failed: {}", name,
+                                         source != nullptr ? "the data repository" : "the cold tier",
+                                         copied.message()));
     }
     if (op == kOpRelease && (code == StatusCode::kCorruption || code == StatusCode::kNotFound)) {
       return Status::Corruption(fmt::format("{}: not released: {}", name, copied.message()));
@@ -229,6 +265,26 @@ Status ClientImpl::HsmRestore(const std::string& path) {
 }
 Status ClientImpl::HsmRemove(const std::string& path) {
   return HsmPath(path, kOpRemove);
+}
+
+Status ClientImpl::HsmImport(const std::string& path, const RepoImport& spec) {
+  std::string norm;
+  return WithParent(path, &norm, [&](const Fid& parent, const std::string& name) {
+    pb::HsmImportReq req;
+    net::ToPb(parent, req.mutable_parent());
+    req.set_name(name);
+    req.set_mode(spec.mode & 0777);
+    req.set_size(spec.size);
+    req.mutable_mtime()->set_sec(spec.mtime_ms / 1000);
+    req.mutable_mtime()->set_nsec(static_cast<uint32_t>((spec.mtime_ms % 1000) * 1000000));
+    req.set_url(spec.url);
+    req.set_key(spec.key);
+    req.set_etag(spec.etag);
+    req.set_xattr_name(spec.xattr_name);
+    req.set_xattr_value(spec.xattr_value);
+    pb::HsmImportResp resp;
+    return core_->Mds(net::MsgType::kHsmImport, &req, &resp, true);
+  });
 }
 
 Result<HsmStatus> ClientImpl::HsmGetState(const std::string& path) {

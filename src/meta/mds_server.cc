@@ -381,6 +381,7 @@ void MdsServer::RegisterHandlers() {
   s.Register(MsgType::kHsmState, ReadHandler(m, &M::HsmState), kClients);
   s.Register(MsgType::kHsmBegin, WriteHandler(m, &M::HsmBeginAsync), kClients);
   s.Register(MsgType::kHsmEnd, WriteHandler(m, &M::HsmEndAsync), kClients);
+  s.Register(MsgType::kHsmImport, WriteHandler(m, &M::HsmImportAsync), kClients);
   // OST map.
   s.Register(MsgType::kRegisterOss, WriteHandler(m, &M::RegisterOssAsync), kOss);
   s.Register(MsgType::kHeartbeat, WriteHandler(m, &M::HeartbeatAsync), kOss);
@@ -429,6 +430,10 @@ Status Tenancy::Bind(const net::ServerCall& call,
   if (type == MsgType::kAddClient || type == MsgType::kRevokeClient ||
       type == MsgType::kListClients) {
     return Status::PermissionDenied("client keys are managed with the admin key only");
+  }
+  if (type == MsgType::kHsmImport) {
+    // The OSSes fetch whatever URL an import names, with their own credentials.
+    return Status::PermissionDenied("data repositories are linked with the admin key only");
   }
   auto r = m->FindClientKey(call.key_id());
   if (r == nullptr || r->revoked())
@@ -512,6 +517,17 @@ void Tenancy::AttachCap(const pb::ReqCtx& ctx,
   cap->set_rights(rights);
   cap->set_expires_ms(net::WallClockMs() + cap_ttl_ms);
   cap->set_key_id(ctx.key_id());
+  // HsmBegin of a file from a data repository: the OSSes fetch the source the record names,
+  // and for a client key only that one.
+  const auto* rf = d->FindFieldByName("record");
+  if (rf != nullptr && rf->message_type() == pb::HsmRecord::descriptor() &&
+      refl->HasField(*resp, rf)) {
+    const auto& rec = static_cast<const pb::HsmRecord&>(refl->GetMessage(*resp, rf));
+    if (!rec.source_key().empty()) {
+      cap->set_source(
+          net::RepoSourceDigest(rec.source_url(), rec.source_key(), rec.source_etag()));
+    }
+  }
   net::SignCapability(cap_key, cap);
 }
 

@@ -468,6 +468,7 @@ CIUIC_META_MUTATION_DEF(AddClient)
 CIUIC_META_MUTATION_DEF(RevokeClient)
 CIUIC_META_MUTATION_DEF(HsmBegin)
 CIUIC_META_MUTATION_DEF(HsmEnd)
+CIUIC_META_MUTATION_DEF(HsmImport)
 #undef CIUIC_META_MUTATION_DEF
 
 // ResolvePath (ops/lookup.cc) runs its opening form through the writer.

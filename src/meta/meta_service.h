@@ -163,6 +163,8 @@ class MetaService {
   // busy with it; HsmEnd records its outcome in the namespace's batch.
   CIUIC_META_MUTATION(HsmBegin)
   CIUIC_META_MUTATION(HsmEnd)
+  // A released file backed by a data repository object (ciuic repo link/sync).
+  CIUIC_META_MUTATION(HsmImport)
 #undef CIUIC_META_MUTATION
   // ResolvePath with req.open: queued like a mutation (without it, answered inline).
   void ResolvePathAsync(pb::ResolvePathReq req, Done<pb::ResolvePathResp> done);
@@ -270,6 +272,7 @@ class MetaService {
   Status Apply(Txn& t, const pb::RevokeClientReq& req, pb::RevokeClientResp* resp);
   Status Apply(Txn& t, const pb::HsmBeginReq& req, pb::HsmBeginResp* resp);
   Status Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp);
+  Status Apply(Txn& t, const pb::HsmImportReq& req, pb::HsmImportResp* resp);
   // HSM side of a truncate of `rec` (ops/hsm.cc): a released file may only be emptied, once
   // its release tasks are done; the file then is no longer released.
   Status HsmOnTruncate(Txn& t, pb::InodeRecord* rec, uint64_t size);

@@ -35,6 +35,11 @@ std::string CapabilityBytes(const pb::Capability& cap) {
   AppendLe(&b, cap.rights(), 4);
   AppendLe(&b, static_cast<uint64_t>(cap.expires_ms()), 8);
   AppendLe(&b, cap.key_id(), 4);
+  if (!cap.source().empty()) {
+    // Appended only when set, so capabilities without a source keep their bytes.
+    b += "src";
+    b += cap.source();
+  }
   return b;
 }
 
@@ -71,6 +76,15 @@ Status VerifyCapability(std::string_view cap_key,
                                                 (rights & kCapWrite) != 0 ? "writing" : "reading"));
   }
   return Status::OK();
+}
+
+std::string RepoSourceDigest(std::string_view url, std::string_view key, std::string_view etag) {
+  std::string b(url);
+  b.push_back('\0');
+  b += key;
+  b.push_back('\0');
+  b += etag;
+  return HmacSha256("ciuic repo source", b);  // a hash; the MAC of the capability is the proof
 }
 
 int64_t WallClockMs() {

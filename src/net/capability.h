@@ -32,7 +32,8 @@ std::string DeriveClientKey(std::string_view admin_secret, uint32_t key_id);
 std::string DeriveCapabilityKey(std::string_view admin_secret);
 
 // Returns the bytes a capability's MAC covers: "ciuic-cap-1" || fid (seq u64le, mds u32le,
-// ver u32le) || u32le(rights) || i64le(expires_ms) || u32le(key_id).
+// ver u32le) || u32le(rights) || i64le(expires_ms) || u32le(key_id), then "src" || source when
+// the capability names a data repository source.
 std::string CapabilityBytes(const pb::Capability& cap);
 
 // Fills `cap->mac` for its other fields.
@@ -48,6 +49,10 @@ Status VerifyCapability(std::string_view cap_key,
                         uint32_t rights,
                         uint32_t key_id,
                         int64_t now_ms);
+
+// HMAC-SHA256("ciuic repo source", url || NUL || key || NUL || etag): a data repository
+// source in a capability (Capability.source).
+std::string RepoSourceDigest(std::string_view url, std::string_view key, std::string_view etag);
 
 // Unix milliseconds of the wall clock (capability expiry).
 int64_t WallClockMs();

@@ -199,6 +199,8 @@ std::string MsgTypeName(uint16_t type) {
       return "HsmBegin";
     case MsgType::kHsmEnd:
       return "HsmEnd";
+    case MsgType::kHsmImport:
+      return "HsmImport";
     case MsgType::kRegisterOss:
       return "RegisterOss";
     case MsgType::kHeartbeat:

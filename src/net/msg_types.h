@@ -51,6 +51,7 @@ enum class MsgType : uint16_t {
   kHsmState = 150,
   kHsmBegin = 151,
   kHsmEnd = 152,
+  kHsmImport = 153,  // create a released file backed by a data repository object (admin key)
 
   // MDS: OST map and OSS registration, 200-219.
   kRegisterOss = 200,

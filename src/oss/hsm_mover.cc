@@ -12,6 +12,7 @@
 
 #include "common/buffer.h"
 #include "common/crc32c.h"
+#include "objstore/object_store_factory.h"
 #include "oss/ost_format.h"
 
 namespace ciuic::oss {
@@ -307,6 +308,133 @@ Result<uint64_t> HsmMover::Restore(OstStore* ost, const ObjectId& id, uint64_t v
   CIUIC_RETURN_IF_ERROR(ost->Sync({staging}));
   CIUIC_RETURN_IF_ERROR(ost->Adopt(staging, id));
   return c.length;
+}
+
+Result<objstore::ObjectStore*> HsmMover::RepoStore(const std::string& url) {
+  std::lock_guard<std::mutex> lock(repo_mu_);
+  auto it = repos_.find(url);
+  if (it != repos_.end())
+    return it->second.get();
+  objstore::ObjectStoreConfig cfg;
+  cfg.create_local_root = false;  // a repository exists already
+  CIUIC_ASSIGN_OR_RETURN(std::unique_ptr<objstore::ObjectStore> s,
+                         objstore::OpenObjectStore(url, cfg));
+  objstore::ObjectStore* raw = s.get();
+  repos_.emplace(url, std::move(s));
+  return raw;
+}
+
+Status HsmMover::CheckSource(objstore::ObjectStore* store, const RepoSource& src, const char* when) {
+  Result<objstore::ObjectInfo> h = store->Head(src.key);
+  if (!h.ok()) {
+    if (h.status().code() == StatusCode::kNotFound) {
+      return Status::NotFound(fmt::format("object '{}' of {} was deleted {}; its data is gone "
+                                          "(ciuic repo sync removes the file)",
+                                          src.key, store->Describe(), when));
+    }
+    return h.status();
+  }
+  if (h->etag != src.etag || h->size != src.file_size) {
+    return Status::Corruption(
+        fmt::format("object '{}' of {} changed {} (ETag {}, {} bytes; imported ETag {}, {} "
+                    "bytes): ciuic repo sync imports the new version",
+                    src.key, store->Describe(), when, h->etag, h->size, src.etag, src.file_size));
+  }
+  return Status::OK();
+}
+
+Result<uint64_t> HsmMover::VerifyRepo(const RepoSource& src) {
+  CIUIC_ASSIGN_OR_RETURN(objstore::ObjectStore * store, RepoStore(src.url));
+  CIUIC_RETURN_IF_ERROR(CheckSource(store, src, "since it was imported"));
+  return src.file_size;
+}
+
+Result<uint64_t> HsmMover::RestoreFromRepo(OstStore* ost,
+                                           const ObjectId& id,
+                                           const RepoSource& src) {
+  CIUIC_ASSIGN_OR_RETURN(objstore::ObjectStore * store, RepoStore(src.url));
+  CIUIC_RETURN_IF_ERROR(CheckSource(store, src, "since it was imported"));
+  const ObjectId staging = HsmStagingId(id);
+  CIUIC_RETURN_IF_ERROR(ost->Release(staging));
+  // The pieces of the file this object holds, cut into chunks, a window of the file at a time:
+  // the extents of a huge file are never listed whole.
+  struct Piece {
+    uint64_t file_off, obj_off, len;
+  };
+  FileLayout layout;
+  layout.components.push_back(src.comp);
+  const uint64_t end = std::min(src.comp.end, src.file_size);
+  uint64_t length = 0;
+  Status first;
+  std::vector<Piece> pieces;
+  for (uint64_t at = src.comp.start; at < end && first.ok();) {
+    const uint64_t window = std::min<uint64_t>(end - at, uint64_t{1} << 30);
+    pieces.clear();
+    for (const StripeExtent& e : MapRange(layout, at, window)) {
+      if (e.stripe != id.stripe)
+        continue;
+      for (uint64_t done = 0; done < e.len; done += kChunk) {
+        const uint64_t n = std::min(kChunk, e.len - done);
+        pieces.push_back(Piece{e.file_offset + done, e.obj_offset + done, n});
+        length = std::max(length, e.obj_offset + done + n);
+      }
+    }
+    at += window;
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    auto work = [&] {
+      AlignedBuffer buf;
+      for (size_t i; (i = next.fetch_add(1)) < pieces.size();) {
+        const Piece& p = pieces[i];
+        buf.Resize(p.len);
+        Status s;
+        Result<size_t> got = store->Get(
+            src.key, p.file_off, std::span<char>(reinterpret_cast<char*>(buf.data()), p.len));
+        if (!got.ok()) {
+          s = got.status().code() == StatusCode::kNotFound
+                  ? CheckSource(store, src, "while it was restored")
+                  : got.status();
+          if (s.ok())
+            s = got.status();
+        } else if (*got != p.len) {
+          s = Status::Corruption(fmt::format(
+              "object '{}' of {} ends at {}, imported with {} bytes: it changed while it was "
+              "restored",
+              src.key, store->Describe(), p.file_off + *got, src.file_size));
+        } else {
+          std::promise<Result<uint64_t>> done;
+          ost->WriteAsync(staging, p.obj_off, &buf,
+                          [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
+          s = done.get_future().get().status();
+        }
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> l(mu);
+          if (first.ok())
+            first = std::move(s);
+          next = pieces.size();
+        }
+      }
+    };
+    std::vector<std::thread> helpers;
+    for (uint64_t t = 1; t < std::min<uint64_t>(kRestoreChunksInFlight, pieces.size()); ++t)
+      helpers.emplace_back(work);
+    work();
+    for (auto& t : helpers)
+      t.join();
+  }
+  if (first.ok())  // a change during the GETs could have mixed two versions
+    first = CheckSource(store, src, "while it was restored");
+  if (!first.ok()) {
+    ost->Release(staging).IgnoreError();
+    return first;
+  }
+  if (length == 0) {
+    CIUIC_RETURN_IF_ERROR(ost->Release(id));
+    return length;
+  }
+  CIUIC_RETURN_IF_ERROR(ost->Sync({staging}));
+  CIUIC_RETURN_IF_ERROR(ost->Adopt(staging, id));
+  return length;
 }
 
 Status HsmMover::Remove(const ObjectId& id, uint64_t version) {

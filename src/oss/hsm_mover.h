@@ -18,10 +18,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ciuic/layout.h"
 #include "common/fid.h"
 #include "common/status.h"
 #include "objstore/object_store.h"
@@ -51,6 +55,17 @@ std::string HsmCrcKey(std::string_view cluster_uuid, const ObjectId& id, uint64_
 std::string EncodeArchivedCrcs(const ArchivedCrcs& c);
 Result<ArchivedCrcs> DecodeArchivedCrcs(std::string_view bytes, std::string_view key);
 
+// A file imported from a data repository (HsmRecord.source_*): its bytes are the plain object
+// `key` of the store at `url`, `file_size` bytes, as it was when its ETag was `etag`. `comp` is
+// the layout component of the stripe object asked for (its mapping of file to object offsets).
+struct RepoSource {
+  std::string url;
+  std::string key;
+  std::string etag;
+  uint64_t file_size = 0;
+  LayoutComponent comp;
+};
+
 class HsmMover {
  public:
   // `store` is not owned and must outlive the mover.
@@ -71,6 +86,14 @@ class HsmMover {
   Result<uint64_t> Restore(OstStore* ost, const ObjectId& id, uint64_t version);
   // Deletes the archived copy of `version` (CRCs first, so a half-removed copy is incomplete).
   Status Remove(const ObjectId& id, uint64_t version);
+
+  // Data repositories. RestoreFromRepo fills object `id` with the bytes of `src`'s object that
+  // the component maps to it (ranged GETs), staged and adopted whole as Restore does. The
+  // object's Head is checked before and after: kNotFound "... was deleted" or kCorruption
+  // "... changed since it was imported" name the key, never wrong bytes. VerifyRepo is that
+  // Head check alone (a release of an imported file). Both return the bytes of `id`.
+  Result<uint64_t> RestoreFromRepo(OstStore* ost, const ObjectId& id, const RepoSource& src);
+  Result<uint64_t> VerifyRepo(const RepoSource& src);
 
   std::string Describe() const { return store_->Describe(); }
 
@@ -94,8 +117,15 @@ class HsmMover {
                       uint64_t off,
                       AlignedBuffer* buf);
 
+  // The store of a repository URL, opened on first use and kept.
+  Result<objstore::ObjectStore*> RepoStore(const std::string& url);
+  // Head of the source object, checked against what the import recorded.
+  Status CheckSource(objstore::ObjectStore* store, const RepoSource& src, const char* when);
+
   objstore::ObjectStore* const store_;
   const std::string uuid_;
+  std::mutex repo_mu_;
+  std::map<std::string, std::unique_ptr<objstore::ObjectStore>> repos_;
 };
 
 }  // namespace ciuic::oss

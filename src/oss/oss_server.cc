@@ -35,6 +35,8 @@ constexpr uint32_t kHsmArchive = 1;
 constexpr uint32_t kHsmVerify = 2;
 constexpr uint32_t kHsmRestore = 3;
 constexpr uint32_t kHsmRemove = 4;
+constexpr uint32_t kHsmRepoRestore = 5;
+constexpr uint32_t kHsmRepoVerify = 6;
 
 // Returns the budget when the last holder (a reply in the network queue) lets go.
 struct BudgetHold {
@@ -567,21 +569,53 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
         Status::NotSupported(fmt::format("the OSS serving OST {} has no cold tier", req.ost())));
   }
   const uint32_t op = req.op();
-  if (op < kHsmArchive || op > kHsmRemove)
+  if (op < kHsmArchive || op > kHsmRepoVerify)
     return call.ReplyError(Status::InvalidArgument(fmt::format("unknown HSM operation {}", op)));
   // Restoring and checking a copy change nothing the file's readers could see; archiving and
   // removing copies are the owner's (the MDS checked) and need the write right.
-  const uint32_t rights = op == kHsmRestore || op == kHsmVerify ? net::kCapRead : net::kCapWrite;
+  const bool repo = op == kHsmRepoRestore || op == kHsmRepoVerify;
+  const uint32_t rights =
+      op == kHsmRestore || op == kHsmVerify || repo ? net::kCapRead : net::kCapWrite;
   st = CheckCap(call, req.cap(), req.obj(), rights);
   if (!st.ok())
     return call.ReplyError(st);
+  RepoSource src;
+  if (repo) {
+    if (req.source_url().empty() || req.source_key().empty() ||
+        req.comp().stripe_count() <= req.obj().stripe() || req.comp().stripe_size() == 0 ||
+        req.comp().start() >= req.comp().end()) {
+      return call.ReplyError(Status::InvalidArgument(
+          "a data repository restore names the object, its URL and its layout component"));
+    }
+    // A client key fetches only the source the MDS named in its capability.
+    if (call.key_id() != options_.key_id &&
+        req.cap().source() !=
+            net::RepoSourceDigest(req.source_url(), req.source_key(), req.source_etag())) {
+      return call.ReplyError(Status::PermissionDenied(
+          "capability does not name this data repository object"));
+    }
+    src.url = req.source_url();
+    src.key = req.source_key();
+    src.etag = req.source_etag();
+    src.file_size = req.file_size();
+    pb::Layout one;
+    *one.add_components() = req.comp();
+    FileLayout l = net::FromPb(one);
+    src.comp = l.components[0];
+  }
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   const ObjectId obj = net::FromPb(req.obj());
   const uint64_t version = req.version();
-  bool queued = hsm_pool_->TrySubmit([this, c, store, obj, op, version] {
+  bool queued = hsm_pool_->TrySubmit([this, c, store, obj, op, version, src] {
     Result<uint64_t> r = Status::Internal("no result");
     try {
       switch (op) {
+        case kHsmRepoRestore:
+          r = mover_->RestoreFromRepo(store, obj, src);
+          break;
+        case kHsmRepoVerify:
+          r = mover_->VerifyRepo(src);
+          break;
         case kHsmArchive:
           r = mover_->Archive(store, obj, version);
           break;

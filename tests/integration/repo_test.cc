@@ -9,6 +9,7 @@
 
 #include "apps/repo_cmd.h"
 #include "ciuic/client.h"
+#include "ciuic.pb.h"
 #include "objstore/object_store_factory.h"
 #include "testing/mini_cluster.h"
 
@@ -83,6 +84,7 @@ TEST_F(RepoTest, LinkSyncExport) {
 TEST_F(RepoTest, FailedStoreLosesNothing) {
   ASSERT_TRUE(store_->Put("a", "one").ok());
   ASSERT_EQ(Run("link", "/r"), 0);
+  EXPECT_EQ(Cat("/r/a"), "one");  // loaded: from now on its bytes are on the OSTs
   ASSERT_TRUE(store_->Put("a", "two, longer").ok());
   store_->TEST_FailNext(1, Status::Unavailable("store down"));
   std::string err;
@@ -108,6 +110,104 @@ TEST_F(RepoTest, ConflictsAreKeptAndNamed) {
   EXPECT_NE(err.find("/r/b: object 'b' was deleted"), std::string::npos) << err;
   EXPECT_EQ(Cat("/r/a"), "local");
   EXPECT_EQ(Cat("/r/b"), "local b");
+}
+
+// `link` imports released files: names, sizes and mtimes at once, no byte fetched until a read,
+// which the OSSes serve with ranged GETs mapped to their stripe objects.
+TEST_F(RepoTest, LinkIsLazyAndReadsLoadStripes) {
+  // Stripes of 64 KiB over every OST, so each object holds many pieces of the file.
+  ASSERT_TRUE(client_->Mkdir("/r").ok());
+  FileLayout l = *client_->GetLayout("/r");
+  l.components.clear();
+  LayoutComponent c;
+  c.start = 0;
+  c.end = kLayoutEof;
+  c.stripe_size = 64 << 10;
+  c.stripe_count = static_cast<uint32_t>(cluster_->num_osts());
+  l.components.push_back(c);
+  ASSERT_TRUE(client_->SetLayout("/r", l).ok());
+  std::string big(5 * (1 << 20) + 12345, '\0');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = static_cast<char>((i * 131 + i / 4096) & 0xff);
+  ASSERT_TRUE(store_->Put("x/big", big).ok());
+  ASSERT_TRUE(store_->Put("small", "tiny").ok());
+  ASSERT_TRUE(store_->Put("empty", "").ok());
+  const auto gets = store_->TEST_calls().get;
+  ASSERT_EQ(Run("link", "/r"), 0);
+  EXPECT_EQ(store_->TEST_calls().get, gets) << "link fetched bytes";
+  auto st = client_->Stat("/r/x/big");
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_EQ(st->size, big.size());
+  auto h = client_->HsmGetState("/r/x/big");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->state, HsmState::kReleased);
+  EXPECT_EQ(h->backend, url_);
+  EXPECT_TRUE(Cat("/r/x/big") == big);
+  EXPECT_GT(store_->TEST_calls().get, gets);
+  EXPECT_EQ(client_->HsmGetState("/r/x/big")->state, HsmState::kArchived);
+  EXPECT_EQ(Cat("/r/small"), "tiny");
+  EXPECT_EQ(Cat("/r/empty"), "");
+  // Released again (the object is the copy: checked by ETag), then read again.
+  ASSERT_TRUE(client_->HsmRelease("/r/x/big").ok());
+  EXPECT_EQ(client_->HsmGetState("/r/x/big")->state, HsmState::kReleased);
+  EXPECT_TRUE(Cat("/r/x/big") == big);
+  // In step: a sync imports nothing again; removing a file never deletes its object.
+  ASSERT_EQ(Run("sync", "/r"), 0);
+  ASSERT_TRUE(client_->Unlink("/r/small").ok());
+  EXPECT_EQ(*store_->GetAll("small"), "tiny");
+}
+
+// An object deleted or changed behind a released file: the read fails with EIO naming the file
+// and the object, never wrong bytes; a sync then removes or re-imports the file.
+TEST_F(RepoTest, ObjectDeletedOrChangedUnderReleasedFile) {
+  ASSERT_TRUE(store_->Put("gone", "soon gone").ok());
+  ASSERT_TRUE(store_->Put("moved", "first").ok());
+  ASSERT_EQ(Run("link", "/r"), 0);
+  ASSERT_TRUE(store_->Delete("gone").ok());
+  ASSERT_TRUE(store_->Put("moved", "second!").ok());
+  auto r = client_->ReadFile("/r/gone");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("/r/gone"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("object 'gone'"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("was deleted"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(client_->HsmGetState("/r/gone")->state, HsmState::kLost);
+  r = client_->ReadFile("/r/moved");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("changed since it was imported"), std::string::npos)
+      << r.status().ToString();
+  ASSERT_EQ(Run("sync", "/r"), 0);
+  EXPECT_FALSE(client_->Stat("/r/gone").ok());
+  EXPECT_EQ(Cat("/r/moved"), "second!");
+}
+
+// Importing is the admin key's: the OSSes fetch what an import names. A tenant reads imported
+// files through its capabilities, which name the source.
+TEST_F(RepoTest, ClientKeysReadButCannotImport) {
+  ASSERT_TRUE(store_->Put("a", "alpha").ok());
+  ASSERT_EQ(Run("link", "/r"), 0);
+  pb::ClientKeyRecord rules;
+  rules.set_name("tenant");
+  auto file = cluster_->AddClientKey(rules);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ClientOptions o;
+  o.cluster_file = *file;
+  o.uid = 1000;
+  o.gid = 1000;
+  auto tenant = cluster_->NewClient(o);
+  ASSERT_TRUE(tenant.ok()) << tenant.status().ToString();
+  auto got = (*tenant)->ReadFile("/r/a");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "alpha");
+  ASSERT_TRUE(client_->Mkdir("/open", 0777).ok());
+  RepoImport spec;
+  spec.url = "file:///etc";
+  spec.key = "passwd";
+  spec.size = 100;
+  Status st = (*tenant)->HsmImport("/open/p", spec);
+  EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << st.ToString();
+  EXPECT_FALSE(client_->Stat("/open/p").ok());
 }
 
 TEST_F(RepoTest, NotLinkedAndRelinkRefused) {

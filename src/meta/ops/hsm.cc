@@ -14,6 +14,8 @@
 //   remove   deletes the record; the client then deletes the copy's objects.
 // A crash of the client or any server between Begin and End leaves the record as it was
 // (archive: objects nobody names, replaced by the next archive); the busy mark expires.
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include "common/logging.h"
@@ -229,8 +231,11 @@ Status MetaService::Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp
                         "it again",
                         busy.data_version, a->data_version()));
       }
-      if (hsm.state() != 0 && hsm.archived_version() != busy.data_version)
+      // A data repository's object is not the cold tier's to delete.
+      if (hsm.state() != 0 && hsm.archived_version() != busy.data_version &&
+          hsm.source_key().empty()) {
         resp->set_stale_version(hsm.archived_version());
+      }
       hsm.Clear();
       hsm.set_state(kStateArchived);
       hsm.set_archived_version(busy.data_version);
@@ -281,7 +286,8 @@ Status MetaService::Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp
       if (a->hsm_released())
         return Status::Busy("it is released: restore it before removing its archived copy");
       if (hsm.state() != 0) {
-        resp->set_stale_version(hsm.archived_version());
+        if (hsm.source_key().empty())
+          resp->set_stale_version(hsm.archived_version());
         t.Delete(Cf::kSystem, HsmKey(fid));
       }
       hsm.Clear();
@@ -292,6 +298,55 @@ Status MetaService::Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp
   }
   *resp->mutable_record() = hsm;
   resp->mutable_record()->clear_release_tasks();
+  return Status::OK();
+}
+
+Status MetaService::Apply(Txn& t, const pb::HsmImportReq& req, pb::HsmImportResp* resp) {
+  if (req.url().empty() || req.key().empty())
+    return Status::InvalidArgument("an import names a repository URL and an object key");
+  if (!req.xattr_name().empty() &&
+      (req.xattr_name().rfind("user.", 0) != 0 || req.xattr_name().size() > 255 ||
+       req.xattr_value().size() > 64 * 1024)) {
+    return Status::InvalidArgument("an import sets one user.* extended attribute of at most 64 KiB");
+  }
+  // The file is made as Create makes it (permissions, layout, parent), exclusively.
+  pb::CreateReq c;
+  *c.mutable_ctx() = req.ctx();
+  *c.mutable_parent() = req.parent();
+  c.set_name(req.name());
+  c.set_mode(S_IFREG | (req.mode() & 0777));
+  c.set_exclusive(true);
+  c.set_size_hint(req.size());
+  pb::CreateResp cr;
+  CIUIC_RETURN_IF_ERROR(Apply(t, c, &cr));
+  const Fid fid = ToFid(cr.attr().fid());
+  pb::InodeRecord rec;
+  CIUIC_RETURN_IF_ERROR(GetInode(t, cr.attr().fid(), &rec));
+  // Every component the data reaches gets its OSTs now: a restore fills the objects it names.
+  CIUIC_RETURN_IF_ERROR(InstantiateUpTo(&rec, std::max<uint64_t>(req.size(), 1)));
+  pb::Attr* a = rec.mutable_attr();
+  a->set_size(req.size());
+  // Version 1, which the client can name in the xattr before the file exists (0 reads as
+  // "never archived"); a new inode starts at 0.
+  a->set_data_version(1);
+  if (req.has_mtime())
+    *a->mutable_mtime() = req.mtime();
+  // Released from the start: no object exists yet, and every read or write restores first.
+  a->set_hsm_released(true);
+  PutInode(t, rec);
+  pb::HsmRecord hsm;
+  hsm.set_state(kStateReleased);
+  hsm.set_archived_version(a->data_version());
+  hsm.set_backend(req.url());
+  hsm.set_archived_ms(WallMs());
+  hsm.set_archived_bytes(req.size());
+  hsm.set_source_url(req.url());
+  hsm.set_source_key(req.key());
+  hsm.set_source_etag(req.etag());
+  t.Put(Cf::kSystem, HsmKey(fid), hsm.SerializeAsString());
+  if (!req.xattr_name().empty())
+    t.Put(Cf::kXattrs, XattrKey(fid, req.xattr_name()), req.xattr_value());
+  FillAttr(rec, resp->mutable_attr());
   return Status::OK();
 }
 

@@ -80,7 +80,9 @@ Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
   if (!hs.ok() && hs.code() != StatusCode::kNotFound)
     return hs;
   pb::HsmRecord hsm;
-  if (hs.ok() && hsm.ParseFromString(hsm_value) && hsm.archived_version() != 0) {
+  // A data repository's object is not ours to delete: only the cold tier's own copies go.
+  if (hs.ok() && hsm.ParseFromString(hsm_value) && hsm.archived_version() != 0 &&
+      hsm.source_key().empty()) {
     for (const auto& c : rec.layout().components()) {
       for (int s = 0; s < c.osts_size(); ++s) {
         LogTask(t, c.osts(s), rec.attr().fid(), c.id(), static_cast<uint32_t>(s), kTaskDropCopy,
