@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end data repositories with the real binaries: `ciuic repo link|sync|export|status`
 against a file:// directory and an s3rver bucket, with objects added, changed and deleted behind
-ciuic's back; bad input (a missing bucket, an unreachable endpoint, a directory that is not
-linked, a conflicting local change) gives a one-line error and loses nothing.
+ciuic's back; `link` imports released files whose bytes the OSSes load on first read; bad input
+(a missing bucket, an unreachable endpoint, a directory that is not linked, a conflicting local
+change, an object deleted or changed under a released file) gives a one-line error and loses
+nothing.
 
 Usage: test_repo.py --bin-dir BUILD/apps [--s3rver tests/s3/node_modules/s3rver/bin/s3rver.js]
 """
@@ -54,6 +56,9 @@ class RepoBase:
         self.put_obj("sub/c.txt", b"gamma")
         r = ciuic("repo", "link", d, self.url, env=self.env)
         self.assertIn("3 new", r.stdout.decode())
+        # Imported, not copied: released until read.
+        self.assertIn("released", ciuic("hsm", "state", d + "/sub/dir/b.bin",
+                                        env=self.env).stdout.decode())
         self.assertEqual(self.ls(d), ["a.txt", "sub"])
         self.assertEqual(self.ls(d + "/sub"), ["c.txt", "dir"])
         self.assertEqual(self.cat(d + "/a.txt"), b"alpha")
@@ -111,6 +116,28 @@ class RepoBase:
         self.assertIn("was deleted from", r.stderr.decode())
         self.assertEqual(self.cat(d + "/a.txt"), b"local edit")
 
+    def check_object_gone_under_released_file(self, d, url, put, delete):
+        put("x.bin", b"x" * 5000)
+        put("y.bin", b"y" * 5000)
+        ciuic("repo", "link", d, url, env=self.env)
+        delete("x.bin")
+        put("y.bin", b"second y")
+        for name, why in (("x.bin", "was deleted"), ("y.bin", "changed since it was imported")):
+            r = ciuic("cat", d + "/" + name, env=self.env, check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertEqual(r.stdout, b"")  # never wrong bytes
+            err = r.stderr.decode().strip()
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn(d + "/" + name, err)
+            self.assertIn("object '%s'" % name, err)
+            self.assertIn(why, err)
+            self.assertIn("lost", ciuic("hsm", "state", d + "/" + name,
+                                        env=self.env).stdout.decode())
+        r = ciuic("repo", "sync", d, env=self.env)
+        self.assertIn("0 new, 1 changed, 1 deleted, 0 unchanged, 0 failed", r.stdout.decode())
+        self.assertEqual(self.cat(d + "/y.bin"), b"second y")
+        self.assertEqual(self.ls(d), ["y.bin"])
+
     def check_not_linked(self):
         ciuic("mkdir", "-p", "/plain", env=self.env)
         r = ciuic("repo", "sync", "/plain", env=self.env, check=False)
@@ -158,6 +185,27 @@ class FileRepoTest(RepoBase, unittest.TestCase):
 
     def test_not_linked(self):
         self.check_not_linked()
+
+    def test_object_gone_under_released_file(self):
+        store = os.path.join(self.tmp, "store-gone")
+        os.makedirs(store)
+
+        def put(key, data):
+            write(os.path.join(store, key), data)
+            t = time.time() + 1
+            os.utime(os.path.join(store, key), (t, t))
+
+        self.check_object_gone_under_released_file(
+            "/datasets/gone", "file://" + store, put, lambda k: os.unlink(os.path.join(store, k)))
+
+    def test_copy_mode(self):
+        store = os.path.join(self.tmp, "store-copy")
+        write(os.path.join(store, "c.txt"), b"copied now")
+        ciuic("repo", "link", "--copy", "/datasets/copied", "file://" + store, env=self.env)
+        self.assertNotIn("released", ciuic("hsm", "state", "/datasets/copied/c.txt",
+                                           env=self.env).stdout.decode())
+        os.unlink(os.path.join(store, "c.txt"))  # the bytes are in ciuic already
+        self.assertEqual(self.cat("/datasets/copied/c.txt"), b"copied now")
 
     def test_sync_interval(self):
         d = "/datasets/interval"
@@ -250,8 +298,8 @@ class S3RepoTest(RepoBase, unittest.TestCase):
         cls.s3log.close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def req(self, method, key, data=None):
-        r = urllib.request.Request("%s/bucket/data/set/%s" % (self.endpoint, key), data=data,
+    def req(self, method, key, data=None, prefix="data/set"):
+        r = urllib.request.Request("%s/bucket/%s/%s" % (self.endpoint, prefix, key), data=data,
                                    method=method)
         with urllib.request.urlopen(r, timeout=30) as resp:
             return resp.read()
@@ -270,6 +318,12 @@ class S3RepoTest(RepoBase, unittest.TestCase):
 
     def test_not_linked(self):
         self.check_not_linked()
+
+    def test_object_gone_under_released_file(self):
+        self.check_object_gone_under_released_file(
+            "/datasets/s3gone", "s3://bucket/gone",
+            lambda k, data: self.req("PUT", k, data, prefix="gone"),
+            lambda k: self.req("DELETE", k, prefix="gone"))
 
     def test_missing_bucket(self):
         r = ciuic("repo", "link", "/datasets/nobucket", "s3://no-such-bucket/x", env=self.env,
