@@ -28,6 +28,7 @@
 #include "common/config.h"
 #include "common/fid.h"
 #include "hsm_cmd.h"
+#include "progress.h"
 #include "hsm_policy_cmd.h"
 #include "mount_cmd.h"
 #include "mount_path.h"
@@ -172,64 +173,6 @@ std::string TimeString(int64_t sec) {
   std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M", &tm);
   return buf;
 }
-
-// ------------------------------------------------------------------------------------------
-// Progress bar for put/get (only on a terminal).
-
-class Progress {
- public:
-  Progress(std::string label, uint64_t total) : label_(std::move(label)), total_(total) {
-    enabled_ = ::isatty(STDERR_FILENO) != 0;
-    start_ = std::chrono::steady_clock::now();
-    if (enabled_) {
-      thread_ = std::thread([this] {
-        while (!done_.load()) {
-          Draw(false);
-          std::unique_lock<std::mutex> lock(mu_);
-          cv_.wait_for(lock, std::chrono::milliseconds(200), [this] { return done_.load(); });
-        }
-      });
-    }
-  }
-  ~Progress() { Finish(); }
-  void Add(uint64_t n) { done_bytes_.fetch_add(n, std::memory_order_relaxed); }
-  void Finish() {
-    if (done_.exchange(true))
-      return;
-    cv_.notify_all();
-    if (thread_.joinable())
-      thread_.join();
-    if (enabled_)
-      Draw(true);
-  }
-  double Seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  uint64_t bytes() const { return done_bytes_.load(); }
-
- private:
-  void Draw(bool final) {
-    uint64_t d = done_bytes_.load();
-    double secs = std::max(Seconds(), 1e-6);
-    double pct = total_ ? 100.0 * static_cast<double>(d) / static_cast<double>(total_) : 100.0;
-    int width = 30;
-    int fill = static_cast<int>(pct / 100.0 * width);
-    fmt::print(stderr, "\r{} [{}{}] {:5.1f}% {} / {} {}/s   {}", label_, std::string(fill, '#'),
-               std::string(width - fill, ' '), pct, FormatSize(d), FormatSize(total_),
-               FormatSize(static_cast<uint64_t>(static_cast<double>(d) / secs)), final ? "\n" : "");
-    std::fflush(stderr);
-  }
-
-  std::string label_;
-  uint64_t total_;
-  bool enabled_ = false;
-  std::atomic<uint64_t> done_bytes_{0};
-  std::atomic<bool> done_{false};
-  std::chrono::steady_clock::time_point start_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread thread_;
-};
 
 // ------------------------------------------------------------------------------------------
 // Copying.

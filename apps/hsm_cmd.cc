@@ -6,9 +6,12 @@
 #include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "progress.h"
 
 namespace ciuic::cli {
 namespace {
@@ -21,11 +24,17 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
-// Appends the regular files at `path` (recursively under a directory when `recursive`).
-Status Collect(Client& c, const std::string& path, bool recursive, std::vector<std::string>* out) {
+// Appends the regular files at `path` (recursively under a directory when `recursive`) and
+// their sizes (for the progress bar).
+Status Collect(Client& c,
+               const std::string& path,
+               bool recursive,
+               std::vector<std::string>* out,
+               std::vector<uint64_t>* sizes) {
   CIUIC_ASSIGN_OR_RETURN(FileStat st, c.Stat(path));
   if (st.is_reg()) {
     out->push_back(path);
+    sizes->push_back(st.size);
     return Status::OK();
   }
   if (!st.is_dir())
@@ -40,9 +49,11 @@ Status Collect(Client& c, const std::string& path, bool recursive, std::vector<s
       continue;
     const std::string child = JoinPath(path, e.name);
     if ((e.type & S_IFMT) == S_IFDIR) {
-      CIUIC_RETURN_IF_ERROR(Collect(c, child, true, out));
+      CIUIC_RETURN_IF_ERROR(Collect(c, child, true, out, sizes));
     } else if ((e.type & S_IFMT) == S_IFREG) {
+      CIUIC_ASSIGN_OR_RETURN(FileStat fs, c.Stat(child));
       out->push_back(child);
+      sizes->push_back(fs.size);
     }
   }
   return Status::OK();
@@ -76,8 +87,9 @@ int CmdHsm(Client& c,
            bool recursive) {
   int rc = 0;
   std::vector<std::string> files;
+  std::vector<uint64_t> sizes;
   for (const std::string& p : paths) {
-    Status st = Collect(c, p, recursive, &files);
+    Status st = Collect(c, p, recursive, &files, &sizes);
     if (!st.ok()) {
       fmt::print(stderr, "ciuic: hsm {}: {}\n", action, st.message());
       rc = 1;
@@ -87,17 +99,20 @@ int CmdHsm(Client& c,
   std::vector<std::string> lines(files.size());
   std::vector<Status> results(files.size());
   std::atomic<size_t> next{0};
-  std::atomic<size_t> done{0};
-  const bool progress = action != "state" && files.size() > 1 && ::isatty(STDERR_FILENO);
-  std::mutex print_mu;
+  // Bytes of the files handled (their sizes: the OSSes move them, this process sees no byte).
+  std::optional<Progress> progress;
+  if (action != "state" && files.size() > 1) {
+    uint64_t total = 0;
+    for (uint64_t n : sizes)
+      total += n;
+    progress.emplace("hsm " + action, total, files.size());
+  }
   auto worker = [&] {
     for (size_t i = next++; i < files.size(); i = next++) {
       results[i] = RunOne(c, action, files[i], &lines[i]);
-      const size_t n = ++done;
       if (progress) {
-        std::lock_guard<std::mutex> lock(print_mu);
-        fmt::print(stderr, "\rhsm {}: {}/{} files", action, n, files.size());
-        std::fflush(stderr);
+        progress->Add(sizes[i]);
+        progress->AddItem();
       }
     }
   };
@@ -107,7 +122,7 @@ int CmdHsm(Client& c,
   for (auto& t : threads)
     t.join();
   if (progress)
-    fmt::print(stderr, "\n");
+    progress->Finish();
   for (size_t i = 0; i < files.size(); ++i) {
     if (!results[i].ok()) {
       const std::string& m = results[i].message();

@@ -53,20 +53,29 @@ struct Record {
   uint64_t data_version = 0;
   uint64_t size = 0;
   std::string etag;
+  std::string key;  // the object's key; empty in v1 records (then: the file's own path)
 };
 
 std::string Encode(const Record& r) {
-  return fmt::format("v1 {} {} {}", r.data_version, r.size, r.etag);
+  return fmt::format("v2 {} {} {}\n{}", r.data_version, r.size, r.etag, r.key);
 }
 
 bool Decode(const std::string& s, Record* r) {
   std::istringstream in(s);
   std::string v;
-  if (!(in >> v >> r->data_version >> r->size) || v != "v1")
+  if (!(in >> v >> r->data_version >> r->size) || (v != "v1" && v != "v2"))
     return false;
   in.get();
   std::getline(in, r->etag);
+  r->key.clear();
+  if (v == "v2")
+    std::getline(in, r->key);  // the rest: a key holds no newline (docs/formats)
   return true;
+}
+
+// The key a record names for the file at `rel`.
+const std::string& KeyOf(const Record& r, const std::string& rel) {
+  return r.key.empty() ? rel : r.key;
 }
 
 std::string Join(const std::string& dir, const std::string& rel) {
@@ -185,6 +194,12 @@ class Repo {
                                o.key));
         return;
       }
+      if (KeyOf(r, o.key) != o.key) {
+        Fail(path, fmt::format("was renamed here from '{}' and the repository has an object '{}' "
+                               "too; kept the local file, export or remove it first",
+                               r.key, o.key));
+        return;
+      }
       if (r.etag == o.etag && r.size == o.size) {
         ++counts_.unchanged;
         return;
@@ -225,7 +240,7 @@ class Repo {
     spec.size = o.size;
     spec.mtime_ms = o.mtime_ms;
     spec.xattr_name = kObjXattr;
-    spec.xattr_value = Encode(Record{kImportedVersion, o.size, o.etag});
+    spec.xattr_value = Encode(Record{kImportedVersion, o.size, o.etag, o.key});
     if (!replace)
       return c_.HsmImport(path, spec);
     const std::string tmp = Join(parent, kTmpPrefix + path.substr(path.rfind('/') + 1));
@@ -281,7 +296,7 @@ class Repo {
     t.tv_nsec = (o.mtime_ms % 1000) * 1000000;
     CIUIC_RETURN_IF_ERROR(c_.Utimens(tmp, t, t));
     CIUIC_ASSIGN_OR_RETURN(FileStat st, c_.Stat(tmp));
-    Record r{st.data_version, o.size, o.etag};
+    Record r{st.data_version, o.size, o.etag, o.key};
     (void)path;
     return c_.SetXattr(tmp, kObjXattr, Encode(r));
   }
@@ -297,7 +312,9 @@ class Repo {
     Record r;
     Result<std::string> x = c_.GetXattr(path, kObjXattr);
     const bool has = x.ok() && Decode(*x, &r);
-    const bool local_change = !has || r.data_version != st->data_version;
+    // Renamed here: its object is still under the old key until an export moves it.
+    const bool renamed = has && KeyOf(r, rel) != rel;
+    const bool local_change = !has || r.data_version != st->data_version || renamed;
     if (has)
       ++linked;
     if (has && local_change)
@@ -305,8 +322,8 @@ class Repo {
     if (!has)
       ++local_only;
     if (action_ == "sync") {
-      if (!has)
-        return;  // made here: sync leaves it to export
+      if (!has || renamed)
+        return;  // made or renamed here: sync leaves it to export
       Result<objstore::ObjectInfo> h = store_.Head(rel);
       if (h.ok())
         return;
@@ -334,6 +351,16 @@ class Repo {
         return;
       }
       ++counts_.exported;
+      if (renamed) {
+        // The object under the old name goes, unless someone changed it since: then it is not
+        // this file's any more.
+        const std::string& old_key = KeyOf(r, rel);
+        Result<objstore::ObjectInfo> h = store_.Head(old_key);
+        if (h.ok() && h->etag == r.etag) {
+          if (Status d = store_.Delete(old_key); !d.ok())
+            Fail(path, fmt::format("renamed from '{}': {}", old_key, d.message()));
+        }
+      }
     }
   }
 
@@ -360,7 +387,7 @@ class Repo {
     CIUIC_ASSIGN_OR_RETURN(FileStat now, c_.Stat(path));
     if (now.data_version != st.data_version)
       return Status::Aborted(fmt::format("changed while exporting; run export again"));
-    Record r{now.data_version, h.size, h.etag};
+    Record r{now.data_version, h.size, h.etag, rel};
     return c_.SetXattr(path, kObjXattr, Encode(r));
   }
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """End-to-end HSM with the real binaries: `ciuic cluster up` (cold tier: DIR/cold, a file://
-store) and `ciuic hsm archive|release|restore|state|remove`; reads through `ciuic get/cat`
-restore released files. Also: a corrupt archived copy is a one-line EIO naming the file, and
-SIGKILL of every server right after a release loses nothing.
+store, and in S3HsmTest an s3rver bucket) and `ciuic hsm archive|release|restore|state|remove`;
+reads through `ciuic get/cat` restore released files. Also: a corrupt or missing archived copy
+is a one-line EIO naming the file, and SIGKILL of every server right after a release loses
+nothing.
 
-Usage: test_hsm.py --bin-dir BUILD/apps  (ctest passes it)
+Usage: test_hsm.py --bin-dir BUILD/apps [--s3rver .../s3rver.js]  (ctest passes them)
 """
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,7 +19,10 @@ import tempfile
 import time
 import unittest
 
+from s3rver_util import S3rver
+
 BIN = None
+S3RVER = None
 
 
 def ciuic(*args, env=None, check=True, timeout=120):
@@ -164,9 +169,98 @@ class HsmTest(unittest.TestCase):
         self.assertIn("mem://", r.stderr.decode())
 
 
+class S3HsmTest(unittest.TestCase):
+    """The cold tier on S3 (s3rver): multipart archive, ranged restores, bad copies."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="ciuic-e2e-hsm-s3-")
+        try:
+            cls.s3 = S3rver(S3RVER, cls.tmp)
+        except BaseException:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
+        cls.cdir = os.path.join(cls.tmp, "cluster")
+        cls.env = dict(os.environ, CIUIC_CLUSTER=os.path.join(cls.cdir, "cluster.conf"),
+                       **cls.s3.env)
+        ciuic("cluster", "up", cls.cdir, "--timeout", "60", "--cold-tier", "s3://bucket/cold",
+              env=cls.env)
+
+    @classmethod
+    def tearDownClass(cls):
+        subprocess.run([os.path.join(BIN, "ciuic"), "cluster", "down", cls.cdir],
+                       capture_output=True, env=cls.env, timeout=60)
+        cls.s3.stop()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def put_random(self, remote, size):
+        src = os.path.join(self.tmp, os.path.basename(remote) + ".src")
+        with open(src, "wb") as f:
+            f.write(os.urandom(size))
+        ciuic("put", src, remote, env=self.env)
+        return src
+
+    def keys(self, prefix):
+        body = self.s3.request("GET", "bucket?list-type=2&prefix=" + prefix).decode()
+        return re.findall(r"<Key>([^<]*)</Key>", body)
+
+    def archived_object(self, path):
+        """Archives and releases `path`; returns the key of its one data object."""
+        before = set(self.keys("cold/"))
+        ciuic("hsm", "archive", path, env=self.env)
+        new = [k for k in self.keys("cold/") if k not in before and not k.endswith(".crc")]
+        self.assertEqual(len(new), 1, new)
+        ciuic("hsm", "release", path, env=self.env)
+        return new[0]
+
+    def test_round_trip_of_a_multipart_copy(self):
+        ciuic("mkdir", "-p", "/s3rt", env=self.env)
+        src = self.put_random("/s3rt/big.bin", (20 << 20) + 4097)  # more than one part
+        ciuic("hsm", "archive", "/s3rt/big.bin", env=self.env)
+        st = ciuic("hsm", "state", "/s3rt/big.bin", env=self.env).stdout.decode()
+        self.assertIn("archived", st)
+        self.assertIn("s3://bucket/cold", st)
+        ciuic("hsm", "release", "/s3rt/big.bin", env=self.env)
+        out = os.path.join(self.tmp, "big.out")
+        ciuic("get", "/s3rt/big.bin", out, env=self.env)
+        self.assertEqual(sha(src), sha(out))
+        ciuic("hsm", "release", "/s3rt/big.bin", env=self.env)
+        ciuic("hsm", "restore", "/s3rt/big.bin", env=self.env)
+        self.assertIn("archived", ciuic("hsm", "state", "/s3rt/big.bin",
+                                        env=self.env).stdout.decode())
+        ciuic("get", "/s3rt/big.bin", out, env=self.env)
+        self.assertEqual(sha(src), sha(out))
+
+    def check_bad_copy(self, path, damage, why):
+        ciuic("mkdir", "-p", os.path.dirname(path), env=self.env)
+        self.put_random(path, 300000)
+        damage(self.archived_object(path))
+        r = ciuic("cat", path, env=self.env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, b"")
+        err = r.stderr.decode().strip()
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn(path, err)
+        self.assertIn(why, err)
+        self.assertIn("lost", ciuic("hsm", "state", path, env=self.env).stdout.decode())
+
+    def test_corrupt_copy_is_one_line_eio(self):
+        def flip(key):
+            data = bytearray(self.s3.request("GET", "bucket/" + key))
+            data[123456] ^= 0x40
+            self.s3.request("PUT", "bucket/" + key, bytes(data))
+        self.check_bad_copy("/s3bad/corrupt", flip, "corrupt")
+
+    def test_missing_copy_is_one_line_eio(self):
+        self.check_bad_copy("/s3bad/missing",
+                            lambda key: self.s3.request("DELETE", "bucket/" + key), "missing")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--s3rver", default="")
     args, rest = ap.parse_known_args()
     BIN = os.path.abspath(args.bin_dir)
+    S3RVER = args.s3rver
     unittest.main(argv=[sys.argv[0], "-v"] + rest)

@@ -11,7 +11,6 @@ Usage: test_repo.py --bin-dir BUILD/apps [--s3rver tests/s3/node_modules/s3rver/
 import argparse
 import http.server
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,8 @@ import tempfile
 import threading
 import time
 import unittest
-import urllib.request
+
+from s3rver_util import S3rver
 
 BIN = None
 S3RVER = None
@@ -260,31 +260,16 @@ class FileRepoTest(RepoBase, unittest.TestCase):
 class S3RepoTest(RepoBase, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not S3RVER or not os.path.exists(S3RVER) or shutil.which("node") is None:
-            raise unittest.SkipTest("s3rver is not installed (tests/s3: npm ci)")
         cls.tmp = tempfile.mkdtemp(prefix="ciuic-e2e-repo-s3-")
-        os.makedirs(os.path.join(cls.tmp, "s3data"))
-        cls.s3log = open(os.path.join(cls.tmp, "s3rver.log"), "w+")
-        cls.s3 = subprocess.Popen(
-            ["node", "--openssl-legacy-provider", S3RVER, "-d", os.path.join(cls.tmp, "s3data"),
-             "-a", "127.0.0.1", "-p", "0", "--configure-bucket", "bucket"],
-            stdout=cls.s3log, stderr=subprocess.STDOUT)
-        port = None
-        for _ in range(300):
-            cls.s3log.seek(0)
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", cls.s3log.read())
-            if m:
-                port = int(m.group(1))
-                break
-            time.sleep(0.1)
-        if port is None:
-            cls.s3.kill()
-            raise AssertionError("s3rver did not start")
-        cls.endpoint = "http://127.0.0.1:%d" % port
+        try:
+            cls.s3 = S3rver(S3RVER, cls.tmp)
+        except BaseException:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
+        cls.endpoint = cls.s3.endpoint
         cls.cdir = os.path.join(cls.tmp, "cluster")
         cls.env = dict(os.environ, CIUIC_CLUSTER=os.path.join(cls.cdir, "cluster.conf"),
-                       AWS_ENDPOINT_URL_S3=cls.endpoint, AWS_ACCESS_KEY_ID="S3RVER",
-                       AWS_SECRET_ACCESS_KEY="S3RVER", AWS_REGION="us-east-1")
+                       **cls.s3.env)
         cls.env.pop("AWS_PROFILE", None)
         ciuic("cluster", "up", cls.cdir, "--timeout", "60", env=cls.env)
         cls.url = "s3://bucket/data/set"
@@ -293,16 +278,11 @@ class S3RepoTest(RepoBase, unittest.TestCase):
     def tearDownClass(cls):
         subprocess.run([os.path.join(BIN, "ciuic"), "cluster", "down", cls.cdir],
                        capture_output=True, env=cls.env, timeout=60)
-        cls.s3.kill()
-        cls.s3.wait()
-        cls.s3log.close()
+        cls.s3.stop()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def req(self, method, key, data=None, prefix="data/set"):
-        r = urllib.request.Request("%s/bucket/%s/%s" % (self.endpoint, prefix, key), data=data,
-                                   method=method)
-        with urllib.request.urlopen(r, timeout=30) as resp:
-            return resp.read()
+        return self.s3.request(method, "bucket/%s/%s" % (prefix, key), data)
 
     def put_obj(self, key, data):
         self.req("PUT", key, data)

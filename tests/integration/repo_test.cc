@@ -210,6 +210,26 @@ TEST_F(RepoTest, ClientKeysReadButCannotImport) {
   EXPECT_FALSE(client_->Stat("/open/p").ok());
 }
 
+// A file renamed here: sync leaves it alone, export moves its object to the new key.
+TEST_F(RepoTest, RenameIsExportedAsAMove) {
+  ASSERT_TRUE(store_->Put("old", "payload").ok());
+  ASSERT_TRUE(store_->Put("kept", "k1").ok());
+  ASSERT_EQ(Run("link", "/r"), 0);
+  ASSERT_TRUE(client_->Rename("/r/old", "/r/new").ok());
+  ASSERT_TRUE(client_->Rename("/r/kept", "/r/kept2").ok());
+  ASSERT_TRUE(store_->Put("kept", "k2, changed in the repository").ok());
+  ASSERT_EQ(Run("export", "/r"), 0);
+  EXPECT_EQ(*store_->GetAll("new"), "payload");
+  EXPECT_EQ(store_->GetAll("old").status().code(), StatusCode::kNotFound);
+  // Changed behind ciuic's back after the rename: not this file's any more, so it stays.
+  EXPECT_EQ(*store_->GetAll("kept"), "k2, changed in the repository");
+  EXPECT_EQ(*store_->GetAll("kept2"), "k1");
+  ASSERT_EQ(Run("sync", "/r"), 0);
+  EXPECT_EQ(Cat("/r/new"), "payload");
+  EXPECT_EQ(Cat("/r/kept"), "k2, changed in the repository");
+  EXPECT_FALSE(client_->Stat("/r/old").ok());
+}
+
 TEST_F(RepoTest, NotLinkedAndRelinkRefused) {
   ASSERT_TRUE(client_->Mkdir("/plain").ok());
   std::string err;
