@@ -371,13 +371,14 @@ def main():
                      f"budget {budget >> 20} MiB")
     finally:
         unmount(mnt)
-        if s3 is not None:
-            s3.kill()
-            s3.wait()
+        # Before s3rver stops: removing a linked file may remove or check its object too.
         try:
             ciuic_rmtree(client, base)
         except OSError as e:
             notes.append(f"cleanup on ciuic incomplete: {e}")
+        if s3 is not None:
+            s3.kill()
+            s3.wait()
         shutil.rmtree(work, ignore_errors=True)
     write_json()
 
