@@ -294,11 +294,12 @@ def main():
         result("tier_s3_link", "ciuic", link_s, "s", higher=False)
         state = client.hsm_state(f"{linked}/{samples.key(0)}")
         lazy = state == "released"
+        how = (f"the files were left released (bytes load on first read): CiuicDataLoader "
+               f"restore_ahead={args.restore_ahead} in epoch 1" if lazy else
+               f"the files' HSM state after it is '{state}', not released: the link copied every "
+               "byte")
         notes.append(f"`ciuic repo link` of {n} objects: {link_s:.2f} s ({r.stdout.strip()}); "
-                     + ("the files were left released (bytes load on first read): "
-                        f"CiuicDataLoader restore_ahead={args.restore_ahead} in epoch 1"
-                        if lazy else f"the files' HSM state after it is '{state}', not released: the "
-                        "link copied every byte"))
+                     + how)
 
         W, B = args.workers, args.batch_size
         budget = 256 << 20
