@@ -118,8 +118,11 @@ Status Driver::RunTierS3() {
   // The script unmounts its s3fs itself; this covers it being killed (timeout, signal).
   const std::string log = ep.log_path;
   AddCleanup([mnt, log] {
-    if (::access(mnt.c_str(), F_OK) == 0)
-      RunCommand({"fusermount", "-u", mnt}, log, 30).status().IgnoreError();
+    if (::access(mnt.c_str(), F_OK) != 0)
+      return;
+    auto r = RunCommand({"fusermount", "-u", mnt}, log, 30);
+    if (!r.ok() || *r != 0)  // not mounted (the usual case), or busy: lazily, to be sure
+      RunCommand({"umount", "-l", mnt}, log, 30).status().IgnoreError();
   });
   Progress(fmt::format("tier: S3 data set of {} x {} with {}", o_.tier_s3_samples,
                        FormatSize(o_.tier_s3_sample_size), ep.script));
