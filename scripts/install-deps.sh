@@ -9,7 +9,7 @@ PACKAGES=(
   libssl-dev libcurl4-openssl-dev libisal-dev libzstd-dev libcli11-dev libfmt-dev libspdlog-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-dev python3-numpy python3-pytest python3-fsspec python3-torch python3-torchvision pybind11-dev
-  python3-botocore nodejs
+  python3-botocore nodejs s3fs
   fio procps psmisc rsync sqlite3 tar iproute2 gnuplot-nox python3-matplotlib
 )
 

@@ -38,6 +38,15 @@ Status AddExternalResults(const std::string& phase, const nlohmann::json& j, Rep
   } else if (j.contains("notes") && j["notes"].is_string()) {
     report->Note(phase + ": " + j["notes"].get<std::string>());
   }
+  if (j.contains("skipped") && j["skipped"].is_array()) {
+    for (const auto& s : j["skipped"]) {
+      if (s.is_object() && s.contains("reason") && s["reason"].is_string())
+        report->Skip(
+            phase,
+            s.contains("target") && s["target"].is_string() ? s["target"].get<std::string>() : "",
+            s["reason"].get<std::string>());
+    }
+  }
   return Status::OK();
 }
 
@@ -51,6 +60,7 @@ Status RunExternalPhase(const ExternalPhase& p, Report* report) {
                                    "--local-dir",      p.local_dir, "--json",    p.json_out};
   if (p.quick)
     argv.push_back("--quick");
+  argv.insert(argv.end(), p.extra_args.begin(), p.extra_args.end());
   CIUIC_ASSIGN_OR_RETURN(
       int rc, RunCommand(argv, p.log_path, p.timeout_s, {"PYTHONPATH=" + p.python_path}));
   if (rc != 0) {

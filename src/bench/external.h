@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "bench/report.h"
 #include "ciuic/status.h"
@@ -10,7 +11,7 @@
 namespace ciuic::bench {
 
 struct ExternalPhase {
-  std::string phase;        // "loader" or "checkpoint"
+  std::string phase;        // "loader", "checkpoint", or "tier" (bench/tier_s3.py)
   std::string script;       // bench/phase_<phase>.py
   std::string python_path;  // PYTHONPATH: the built python package
   std::string cluster_file;
@@ -18,6 +19,7 @@ struct ExternalPhase {
   std::string json_out;  // where the script writes its JSON
   std::string log_path;
   bool quick = false;
+  std::vector<std::string> extra_args;  // after the common ones
   int timeout_s = 900;
 };
 
@@ -27,7 +29,8 @@ struct ExternalPhase {
 Status RunExternalPhase(const ExternalPhase& p, Report* report);
 
 // Adds the results of an external phase's JSON document: {"phase", "results": [{"name",
-// "target", "value", "unit", "higher_is_better"}], "notes"}. kInvalidArgument when malformed.
+// "target", "value", "unit", "higher_is_better"}], "notes", "skipped": [{"target", "reason"}]}
+// ("skipped" optional: parts the script could not run here). kInvalidArgument when malformed.
 Status AddExternalResults(const std::string& phase, const nlohmann::json& j, Report* report);
 
 }  // namespace ciuic::bench

@@ -97,6 +97,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   std::string per_oss_s;
   std::string rand_file_s;
   std::string tier_size_s;
+  std::string tier_s3_size_s;
   std::string scaling_oss_s;
   std::string scaling_clients_s;
   bool no_progress = false;
@@ -140,6 +141,13 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   app.add_option("--tier-cold", o.tier_cold,
                  "tier: the cold tier URL of the --cluster given (a fresh local cluster's is "
                  "known)");
+  app.add_option("--tier-s3-samples", o.tier_s3_samples,
+                 "tier: objects of the S3 data set read by CiuicDataLoader (linked) and torch "
+                 "(s3fs); 0 leaves that part out (4000)")
+      ->check(CLI::Range(0, 10000000));
+  app.add_option("--tier-s3-sample-size", tier_s3_size_s, "tier: bytes per S3 object (100K)");
+  app.add_option("--tier-s3-workers", o.tier_s3_workers, "tier: workers of both loaders (4)")
+      ->check(CLI::Range(0, 64));
   app.add_flag("--quick", o.quick, "small sizes and one run: the whole suite in under 3 minutes");
   app.add_flag("--with-peers", o.with_peers,
                "also start a FUSE passthrough of the local disk, MooseFS and GlusterFS with the "
@@ -182,7 +190,14 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       rand_file_s = "128M";
     if (tier_size_s.empty())
       tier_size_s = "64M";
+    if (app.count("--tier-s3-samples") == 0)
+      o.tier_s3_samples = 200;
   }
+  if (!tier_s3_size_s.empty()) {
+    CIUIC_ASSIGN_OR_RETURN(o.tier_s3_sample_size, ParseSize(tier_s3_size_s));
+  }
+  if (o.tier_s3_sample_size < 16 || o.tier_s3_sample_size > (64u << 20))
+    return Status::InvalidArgument("--tier-s3-sample-size must be 16 bytes to 64M");
   if (!tier_size_s.empty()) {
     CIUIC_ASSIGN_OR_RETURN(o.tier_size, ParseSize(tier_size_s));
   }

@@ -47,6 +47,9 @@ struct Options {
   uint64_t scaling_per_oss = 96ull << 20;  // bytes read per OSS in the scaling phase
   uint64_t tier_size = 1ull << 30;  // tier: bytes of the file archived, released and restored
   std::string tier_cold;            // tier: the cluster's cold tier URL (with --cluster)
+  int tier_s3_samples = 4000;       // tier, S3 part: objects of the data set (0: not run)
+  uint64_t tier_s3_sample_size = 100u << 10;  // tier, S3 part: bytes per object
+  int tier_s3_workers = 4;                    // tier, S3 part: workers of both loaders
   bool quick = false;
   bool with_peers = false;
   std::string peers_dir;  // default: <repo>/../shared/peers when found

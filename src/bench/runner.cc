@@ -73,6 +73,8 @@ class Driver {
   Status MountFuse(LiveTarget* out);
   void StartPeers();
   Status SetUpTargets();
+  std::string SourceRoot() const;
+  Status RunTierS3();
 
   Options o_;
   Clock::time_point start_;
@@ -85,6 +87,48 @@ class Driver {
   int drops_ok_ = 0;
   int drops_failed_ = 0;
 };
+
+// The source tree: the ancestor of the binary that holds src/bench.
+std::string Driver::SourceRoot() const {
+  std::string src = FindUp(bin_dir_, "src/bench/runner.cc");
+  return src.empty() ? "." : fs::path(src).parent_path().parent_path().parent_path().string();
+}
+
+// The tier phase's S3 part (bench/tier_s3.py): the loaders over a data set in S3. It runs once,
+// whatever --runs says: each run is minutes of PUTs, a link and four epochs.
+Status Driver::RunTierS3() {
+  ExternalPhase ep;
+  ep.phase = "tier";
+  ep.script = SourceRoot() + "/bench/tier_s3.py";
+  ep.python_path = bin_dir_ + "/../python";
+  ep.cluster_file = cluster_file_;
+  ep.local_dir = work_ + "/tier-s3";
+  ep.json_out = work_ + "/tier-s3.json";
+  ep.log_path = work_ + "/tier-s3.log";
+  ep.quick = o_.quick;
+  ep.timeout_s = 3600;
+  const std::string mnt = work_ + "/tier-s3-mnt";
+  ep.extra_args = {"--bin-dir",     bin_dir_,
+                   "--samples",     std::to_string(o_.tier_s3_samples),
+                   "--sample-size", std::to_string(o_.tier_s3_sample_size),
+                   "--workers",     std::to_string(o_.tier_s3_workers),
+                   "--mount",       mnt};
+  std::error_code ec;
+  fs::create_directories(ep.local_dir, ec);
+  // The script unmounts its s3fs itself; this covers it being killed (timeout, signal).
+  const std::string log = ep.log_path;
+  AddCleanup([mnt, log] {
+    if (::access(mnt.c_str(), F_OK) != 0)
+      return;
+    auto r = RunCommand({"fusermount", "-u", mnt}, log, 30);
+    if (!r.ok() || *r != 0)  // not mounted (the usual case), or busy: lazily, to be sure
+      RunCommand({"umount", "-l", mnt}, log, 30).status().IgnoreError();
+  });
+  Progress(fmt::format("tier: S3 data set of {} x {} with {}", o_.tier_s3_samples,
+                       FormatSize(o_.tier_s3_sample_size), ep.script));
+  Drop();
+  return RunExternalPhase(ep, &report_);
+}
 
 Status Driver::MakeWorkDir() {
   std::string tmpl = o_.work_dir + "/ciuic-bench-XXXXXX";
@@ -284,6 +328,10 @@ int Driver::Run() {
                            {"scaling_clients", o_.scaling_clients},
                            {"scaling_mbit", o_.scaling_mbit},
                            {"scaling_per_oss", o_.scaling_per_oss},
+                           {"tier_size", o_.tier_size},
+                           {"tier_s3_samples", o_.tier_s3_samples},
+                           {"tier_s3_sample_size", o_.tier_s3_sample_size},
+                           {"tier_s3_workers", o_.tier_s3_workers},
                            {"quick", o_.quick},
                            {"fsync_every_write_phase", true}};
   report_.SetConfig(config);
@@ -409,17 +457,22 @@ int Driver::Run() {
         break;
       }
     }
+    if (o_.tier_s3_samples > 0) {
+      Status ts = RunTierS3();
+      if (!ts.ok()) {
+        std::fprintf(stderr, "ciuic-benchmark: tier (S3 loaders) failed: %s\n",
+                     ts.ToString().c_str());
+        report_.Skip("tier", "ciuic", "failed: " + ts.ToString());
+        rc = 1;
+      }
+    }
   }
   for (const std::string phase : {"loader", "checkpoint"}) {
     if (!want(phase))
       continue;
     ExternalPhase ep;
     ep.phase = phase;
-    // The source tree: the ancestor of the binary that holds src/bench.
-    std::string src = FindUp(bin_dir_, "src/bench/runner.cc");
-    std::string root =
-        src.empty() ? "." : fs::path(src).parent_path().parent_path().parent_path().string();
-    ep.script = root + "/bench/phase_" + phase + ".py";
+    ep.script = SourceRoot() + "/bench/phase_" + phase + ".py";
     ep.python_path = bin_dir_ + "/../python";
     ep.cluster_file = cluster_file_;
     ep.local_dir = work_ + "/" + phase + "-local";

@@ -89,6 +89,26 @@ TEST(BenchOptionsTest, QuickShrinksButExplicitOptionsWin) {
   EXPECT_EQ(o->scaling_oss, (std::vector<int>{1, 2, 8}));
 }
 
+TEST(BenchOptionsTest, TierS3Options) {
+  auto o = Parse({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->tier_s3_samples, 4000);
+  EXPECT_EQ(o->tier_s3_sample_size, 100u << 10);
+  o = Parse({"--quick"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->tier_s3_samples, 200);
+  o = Parse({"--quick", "--tier-s3-samples", "0", "--tier-s3-sample-size", "1M",
+             "--tier-s3-workers", "2"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->tier_s3_samples, 0);  // the S3 part left out
+  EXPECT_EQ(o->tier_s3_sample_size, 1u << 20);
+  EXPECT_EQ(o->tier_s3_workers, 2);
+  auto bad = Parse({"--tier-s3-sample-size", "8"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--tier-s3-sample-size"), std::string::npos);
+  EXPECT_FALSE(Parse({"--tier-s3-samples", "-1"}).ok());
+}
+
 TEST(BenchOptionsTest, BadNumbersAreErrors) {
   EXPECT_FALSE(Parse({"--block", "1000"}).ok());                 // not a multiple of 4 KiB
   EXPECT_FALSE(Parse({"--size", "1M", "--threads", "8"}).ok());  // under a block per stream

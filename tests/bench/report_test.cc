@@ -81,6 +81,19 @@ TEST(BenchReportTest, MalformedExternalResultsAreErrors) {
   EXPECT_NE(s.message().find("value"), std::string::npos);
 }
 
+TEST(BenchReportTest, ExternalSkippedPartsAreReported) {
+  Report r;
+  auto j = nlohmann::json::parse(R"({"results": [],
+      "skipped": [{"target": "s3fs", "reason": "s3fs is not installed"}, {"reason": "no s3rver"},
+                  "not an object"]})");
+  ASSERT_TRUE(AddExternalResults("tier", j, &r).ok());
+  ASSERT_EQ(r.skipped().size(), 2u);
+  EXPECT_EQ(r.skipped()[0]["phase"], "tier");
+  EXPECT_EQ(r.skipped()[0]["target"], "s3fs");
+  EXPECT_EQ(r.skipped()[0]["reason"], "s3fs is not installed");
+  EXPECT_EQ(r.skipped()[1]["target"], "");
+}
+
 TEST(BenchReportTest, MissingExternalScriptIsSkippedNotFailed) {
   Report r;
   ExternalPhase p;

@@ -63,6 +63,7 @@ def main():
         args = ["--quick", "--no-progress", "--size", "32M", "--rand-file", "16M",
                 "--rand-seconds", "0.5", "--latency-ops", "50", "--meta-files", "100",
                 "--phases", "seq,rand,latency,meta,scaling,tier", "--tier-size", "16M",
+                "--tier-s3-samples", "0",  # the S3 part: test_bench_tier_s3.py
                 "--scaling-oss", "1,2", "--scaling-clients", "1,2", "--scaling-per-oss", "4M",
                 "--scaling-mbit", "400",
                 "--target", "local:" + os.path.join(tmp, "local"), "--target", "ciuic",
