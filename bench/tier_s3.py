@@ -285,9 +285,11 @@ def main():
         env.pop("AWS_PROFILE", None)
         drop_caches()
         t0 = time.perf_counter()
+        # The endpoint goes in the URL: the OSSes, which load the bytes, were started before
+        # s3rver and do not have it in their environment.
         r = subprocess.run([os.path.join(args.bin_dir, "ciuic"), "repo", "link", linked,
-                            f"s3://{BUCKET}/{PREFIX}"], capture_output=True, text=True, env=env,
-                           timeout=3600)
+                            f"s3://{BUCKET}/{PREFIX}?endpoint={endpoint}"], capture_output=True,
+                           text=True, env=env, timeout=3600)
         link_s = time.perf_counter() - t0
         if r.returncode != 0:
             fail(f"ciuic repo link failed ({r.returncode}): {r.stderr.strip()}")

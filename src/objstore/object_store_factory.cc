@@ -14,6 +14,14 @@ Result<std::unique_ptr<ObjectStore>> OpenS3(const ObjectStoreUrl& u, const Objec
   S3Options opts = cfg.s3;
   opts.bucket = u.authority;
   opts.root_prefix = u.path;
+  if (!u.endpoint.empty())
+    opts.endpoint = u.endpoint;
+  if (!u.region.empty())
+    opts.region = u.region;
+  if (u.addressing == "path")
+    opts.addressing = S3Options::Addressing::kPath;
+  else if (u.addressing == "virtual")
+    opts.addressing = S3Options::Addressing::kVirtualHosted;
   CIUIC_ASSIGN_OR_RETURN(std::unique_ptr<S3Store> store, S3Store::Open(std::move(opts), cfg.env));
   return std::unique_ptr<ObjectStore>(std::move(store));
 }
@@ -89,12 +97,45 @@ Result<ObjectStoreUrl> ParseObjectStoreUrl(std::string_view url) {
     }
   }
   std::string_view rest = url.substr(sep + 3);
+  // s3 parameters follow the first '?' (an endpoint holds slashes of its own).
+  std::string_view query;
+  if (out.scheme == "s3" && rest.find('?') != std::string_view::npos) {
+    query = rest.substr(rest.find('?') + 1);
+    rest = rest.substr(0, rest.find('?'));
+  }
   size_t slash = rest.find('/');
   out.authority = std::string(rest.substr(0, slash));
   std::string_view path = slash == std::string_view::npos ? "" : rest.substr(slash);
   if (out.scheme == "s3") {
     if (out.authority.empty()) {
       return bad("no bucket");
+    }
+    {
+      while (!query.empty()) {
+        const size_t amp = query.find('&');
+        const std::string_view item = query.substr(0, amp);
+        query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+        const size_t eq = item.find('=');
+        const std::string_view name = item.substr(0, eq);
+        const std::string value =
+            eq == std::string_view::npos ? "" : sigv4::UriDecode(item.substr(eq + 1));
+        if (value.empty())
+          return bad("parameter \"" + std::string(name) + "\" has no value");
+        if (name == "endpoint") {
+          if (value.rfind("http://", 0) != 0 && value.rfind("https://", 0) != 0)
+            return bad("endpoint must start with http:// or https://");
+          out.endpoint = value;
+        } else if (name == "region") {
+          out.region = value;
+        } else if (name == "addressing") {
+          if (value != "path" && value != "virtual")
+            return bad("addressing is path or virtual");
+          out.addressing = value;
+        } else {
+          return bad("unknown parameter \"" + std::string(name) +
+                     "\" (endpoint, region, addressing; credentials never go in a URL)");
+        }
+      }
     }
     while (!path.empty() && path.front() == '/') {
       path.remove_prefix(1);

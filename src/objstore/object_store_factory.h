@@ -34,6 +34,12 @@ struct ObjectStoreUrl {
   std::string scheme;     // "s3", "file", "mem" (lower-cased)
   std::string authority;  // the bucket; "" or "localhost" for file; the name for mem
   std::string path;       // s3: the root prefix without slashes around it; file: "/abs/dir"
+  // s3 only, from "?endpoint=URL&region=R&addressing=path|virtual": settings every process
+  // that opens the URL uses (a data repository's URL reaches the OSSes, whose environment may
+  // not name the endpoint). Empty: from the environment. Credentials never go in a URL.
+  std::string endpoint;
+  std::string region;
+  std::string addressing;
 };
 
 // Splits `url` into its parts. kInvalidArgument, quoting the URL, for an unknown scheme, an s3

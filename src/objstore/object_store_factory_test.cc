@@ -45,6 +45,33 @@ TEST(ObjectStoreFactoryTest, ParsesUrls) {
   }
 }
 
+// Settings in the URL reach every process that opens it (a data repository's OSSes).
+TEST(ObjectStoreFactoryTest, S3UrlParameters) {
+  auto u = ParseObjectStoreUrl(
+      "s3://b/data/set?endpoint=http%3A%2F%2F127.0.0.1%3A9000&region=eu-west-1&addressing=path");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->path, "data/set");
+  EXPECT_EQ(u->endpoint, "http://127.0.0.1:9000");
+  EXPECT_EQ(u->region, "eu-west-1");
+  EXPECT_EQ(u->addressing, "path");
+  auto plain = ParseObjectStoreUrl("s3://b?endpoint=http://127.0.0.1:9000");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->path, "");
+  EXPECT_EQ(plain->endpoint, "http://127.0.0.1:9000");
+  for (const char* bad : {"s3://b/p?secret=x", "s3://b/p?endpoint=", "s3://b/p?endpoint=ftp://h",
+                          "s3://b/p?addressing=sideways", "s3://b/p?region"}) {
+    auto r = ParseObjectStoreUrl(bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+  ObjectStoreConfig cfg = TestConfig();
+  auto store = OpenObjectStore("s3://b/p?endpoint=http://127.0.0.1:7&region=ap-south-1", cfg);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto* s3 = dynamic_cast<S3Store*>(store->get());
+  ASSERT_NE(s3, nullptr);
+  EXPECT_EQ(s3->endpoint(), "http://127.0.0.1:7");
+  EXPECT_EQ(s3->region(), "ap-south-1");
+}
+
 TEST(ObjectStoreFactoryTest, OpensS3WithTheUrlsBucketAndPrefix) {
   ObjectStoreConfig cfg = TestConfig();
   cfg.s3.bucket = "ignored";
