@@ -1199,6 +1199,7 @@ int Main(int argc, char** argv) {
   std::string repo_dir, repo_url;
   double repo_interval = 0;
   bool repo_copy = false;
+  bool repo_export = false;
   for (const char* action : {"link", "sync", "export", "status"}) {
     const std::string a = action;
     const std::string help =
@@ -1214,11 +1215,18 @@ int Main(int argc, char** argv) {
     sub->add_option("dir", repo_dir, "the linked directory (cluster path or path in a mount)")
         ->required();
     if (a == "link")
-      sub->add_option("url", repo_url, "s3://BUCKET[/PREFIX] or file:///DIR")->required();
+      sub->add_option("url", repo_url,
+                      "s3://BUCKET[/PREFIX][?endpoint=URL&region=R] or file:///DIR (the OSSes "
+                      "open it too: settings they lack go in the URL)")
+          ->required();
     if (a == "link" || a == "sync")
       sub->add_flag("--copy", repo_copy,
                     "copy new and changed objects' bytes now (default: import them as released "
                     "files whose bytes load on first read)");
+    if (a == "sync")
+      sub->add_flag("--export", repo_export,
+                    "also export new and changed files after each sync (with --interval: "
+                    "automatic export, at most one interval behind)");
     if (a == "sync")
       sub->add_option("--interval", repo_interval,
                       "keep syncing, every SECONDS (until interrupted; exits on a failure)");
@@ -1233,10 +1241,16 @@ int Main(int argc, char** argv) {
         rc = Fail(p.status());
         return;
       }
-      rc = CmdRepo(**c, a, *p, repo_url, repo_copy);
+      auto once = [&] {
+        int r = CmdRepo(**c, a, *p, repo_url, repo_copy);
+        if (r == 0 && a == "sync" && repo_export)
+          r = CmdRepo(**c, "export", *p, repo_url);
+        return r;
+      };
+      rc = once();
       while (a == "sync" && repo_interval > 0 && rc == 0) {
         std::this_thread::sleep_for(std::chrono::duration<double>(repo_interval));
-        rc = CmdRepo(**c, a, *p, repo_url, repo_copy);
+        rc = once();
       }
     });
   }

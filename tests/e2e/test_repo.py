@@ -227,6 +227,31 @@ class FileRepoTest(RepoBase, unittest.TestCase):
             p.kill()
             p.wait()
 
+    def test_sync_interval_with_export(self):
+        d = "/datasets/autoexport"
+        store = os.path.join(self.tmp, "store-autoexport")
+        os.makedirs(store)
+        ciuic("repo", "link", d, "file://" + store, env=self.env)
+        p = subprocess.Popen([os.path.join(BIN, "ciuic"), "repo", "sync", d, "--export",
+                              "--interval", "0.5"], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            src = os.path.join(self.tmp, "auto.src")
+            write(src, b"written in ciuic")
+            ciuic("mkdir", "-p", d + "/out", env=self.env)
+            ciuic("put", src, d + "/out/made.txt", env=self.env)
+            target = os.path.join(store, "out", "made.txt")
+            for _ in range(120):
+                if os.path.exists(target):
+                    break
+                time.sleep(0.25)
+            with open(target, "rb") as f:
+                self.assertEqual(f.read(), b"written in ciuic")
+            self.assertIsNone(p.poll())
+        finally:
+            p.kill()
+            p.wait()
+
     def test_more_than_a_page(self):
         # 1,100 objects in one directory: the listing (1,000 keys a page) and the directory walk
         # (1,000 entries a page) both take two pages.
