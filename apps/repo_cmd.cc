@@ -290,6 +290,7 @@ class Repo {
       CIUIC_RETURN_IF_ERROR(f->Pwrite(buf.data(), want, off).status());
       off += want;
     }
+    CIUIC_RETURN_IF_ERROR(f->Fsync());  // the rename over the old file must not outrun it
     CIUIC_RETURN_IF_ERROR(f->Close());
     struct timespec t;
     t.tv_sec = o.mtime_ms / 1000;
@@ -467,6 +468,10 @@ int CmdRepo(Client& c,
       st = repo.Walk("");
   } else {
     st = repo.Walk("");
+  }
+  if (st.ok() && action != "status" && action != "export") {
+    // Durable before it says so: the MDS's WAL is synced up to every import and removal above.
+    st = c.FsyncDir(dir);
   }
   if (!st.ok())
     return fail(link_url, st.message());
