@@ -913,7 +913,8 @@ int Main(int argc, char** argv) {
                      "(default: DIR/cold)");
   up_cmd
       ->add_option("--hsm-every", up.hsm_every_s,
-                   "run the HSM policy (ciuic hsm sweep) every SECONDS; 0: not at all (saved; "
+                   "run the HSM policy (ciuic hsm sweep) every SECONDS, releasing at once when "
+                   "the OSTs pass the high watermark between passes; 0: not at all (saved; "
                    "default 0)")
       ->check(CLI::Range(0, 86400));
   up_cmd->add_option("--hsm-high", up.hsm_high, "HSM high watermark, % of OST space (saved; 90)")
@@ -1165,8 +1166,8 @@ int Main(int argc, char** argv) {
   std::string sweep_default = "release-at-watermark";
   auto* sw = hsm->add_subcommand(
       "sweep",
-      "one pass of the HSM policy: archive cold files, release the least recently used "
-      "archived ones while the OSTs are above the high watermark, down to the low one\n"
+      "one pass of the HSM policy: archive cold files, release the coldest archived ones "
+      "(heat, then atime) while the OSTs are above the high watermark, down to the low one\n"
       "Example: ciuic hsm sweep --high 90 --low 80");
   sw->add_option("--root", sweep.root, "directory to sweep (default /)");
   sw->add_option("--high", sweep.high_pct, "high watermark, % of OST space used (default 90)")
@@ -1178,6 +1179,10 @@ int Main(int argc, char** argv) {
                  "archive-after=SECONDS");
   sw->add_option("--every", sweep.every_s, "repeat every SECONDS until killed (0: once)")
       ->check(CLI::Range(0, 86400));
+  sw->add_option("--watch-ms", sweep.watch_ms,
+                 "with --every: read OST use this often between passes and release at once "
+                 "above the high watermark (0: off; default 1000)")
+      ->check(CLI::Range(0, 3600000));
   sw->callback([&] {
     auto d = ParsePolicyValue(sweep_default);
     if (!d.ok()) {

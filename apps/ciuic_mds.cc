@@ -111,6 +111,11 @@ int Run(int argc, char** argv) {
   app.add_option("--session-end-batch", o.session_end_batch,
                  "opens released per commit when a session ends")
       ->capture_default_str();
+  double heat_half_life_s = 3600;
+  app.add_option("--heat-half-life", heat_half_life_s,
+                 "seconds after which a file's access count (its heat, for the HSM policy) "
+                 "counts half")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -127,6 +132,9 @@ int Run(int argc, char** argv) {
       o.max_locks_per_session == 0 || o.session_end_batch == 0) {
     return Fail("--max-* caps and --session-end-batch must be positive");
   }
+  if (!(heat_half_life_s >= 0.001 && heat_half_life_s <= 1e9))
+    return Fail("--heat-half-life must be between 0.001 and 1e9 seconds");
+  o.heat_half_life_ms = static_cast<int64_t>(heat_half_life_s * 1000);
 
   o.data_dir = data_dir;
   o.lease_ms = lease_ms;

@@ -69,12 +69,13 @@ Status RunOne(Client& c, const std::string& action, const std::string& path, std
   if (action == "remove")
     return c.HsmRemove(path);
   CIUIC_ASSIGN_OR_RETURN(HsmStatus s, c.HsmGetState(path));
+  const std::string heat = s.has_heat ? fmt::format("{:.2f}", s.heat) : std::string("-");
   if (s.state == HsmState::kNone) {
-    *line = fmt::format("{}: none", path);
+    *line = fmt::format("{}: none, heat {}", path, heat);
   } else {
-    *line = fmt::format("{}: {} (archived data version {}, current {}) backend {}", path,
+    *line = fmt::format("{}: {} (archived data version {}, current {}) backend {}, heat {}", path,
                         HsmStateName(s.state), s.archived_version, s.data_version,
-                        s.backend.empty() ? "-" : s.backend);
+                        s.backend.empty() ? "-" : s.backend, heat);
   }
   return Status::OK();
 }

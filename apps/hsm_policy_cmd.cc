@@ -182,22 +182,76 @@ int CmdHsmPolicy(Client& c, const std::string& dir, const std::vector<std::strin
 
 namespace {
 
-int SweepOnce(Client& c, const SweepOptions& o) {
-  auto fail = [&](const std::string& m) {
-    fmt::print(stderr, "ciuic: hsm sweep: {}\n", m);
-    return 1;
+auto Fail(const std::string& m) {
+  fmt::print(stderr, "ciuic: hsm sweep: {}\n", m);
+  return 1;
+}
+
+bool AboveHigh(uint64_t used, uint64_t total, double high_pct) {
+  return total != 0 && static_cast<double>(used) * 100 > high_pct * static_cast<double>(total);
+}
+
+// Releases archived, current files, coldest first, until the OSTs' use is under the low
+// watermark. `used` and `total` are the use the caller read.
+int ReleasePass(Client& c,
+                const SweepOptions& o,
+                const std::vector<Candidate>& files,
+                uint64_t used,
+                uint64_t total) {
+  // Coldest first: heat on the MDS (decayed opens and OSS-reported reads), then atime. A file
+  // with no heat (nothing touched it since the MDS started, or it was dropped as cold) counts
+  // as 0, so after an MDS restart the order is least recently used first, as before heat.
+  struct Ranked {
+    const Candidate* f;
+    double heat;
   };
+  std::vector<Ranked> ranked;
+  for (const Candidate& f : files) {
+    Result<HsmStatus> hs = c.HsmGetState(f.path);
+    // Only current archived copies: never release without a verified copy of this version.
+    if (!hs.ok() || hs->state != HsmState::kArchived)
+      continue;
+    ranked.push_back({&f, hs->has_heat ? hs->heat : 0.0});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    if (a.heat != b.heat)
+      return a.heat < b.heat;
+    return a.f->last_use_s < b.f->last_use_s;
+  });
+  const double low_bytes = o.low_pct * static_cast<double>(total) / 100;
+  uint64_t freed = 0;
+  int rc = 0;
+  for (const Ranked& r : ranked) {
+    const Candidate& f = *r.f;
+    if (static_cast<double>(used - std::min(used, freed)) <= low_bytes)
+      break;
+    Status st = c.HsmRelease(f.path);
+    if (st.ok()) {
+      freed += f.size;
+      fmt::print("released {} (heat {:.2f})\n", f.path, r.heat);
+    } else if (st.code() != StatusCode::kBusy && st.code() != StatusCode::kInvalidArgument &&
+               st.code() != StatusCode::kNotFound) {
+      // Busy: open or changed meanwhile; InvalidArgument: written since archived. Skipped.
+      fmt::print(stderr, "ciuic: hsm sweep: release {}: {}\n", f.path, st.message());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
+int SweepOnce(Client& c, const SweepOptions& o, bool archive) {
   if (!(o.low_pct >= 0 && o.low_pct <= o.high_pct && o.high_pct <= 100))
-    return fail("watermarks must satisfy 0 <= low <= high <= 100");
+    return Fail("watermarks must satisfy 0 <= low <= high <= 100");
   std::vector<Candidate> files;
   Status s = Walk(c, o.root, o.default_policy, &files);
   if (!s.ok())
-    return fail(s.message());
+    return Fail(s.message());
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   int rc = 0;
   // Archive: cold files of archive-after directories. Archiving a current copy is a no-op.
   for (const Candidate& f : files) {
-    if (f.policy.kind != HsmPolicy::kArchiveAfter || now - f.last_use_s < f.policy.archive_after_s)
+    if (!archive || f.policy.kind != HsmPolicy::kArchiveAfter ||
+        now - f.last_use_s < f.policy.archive_after_s)
       continue;
     Result<HsmStatus> hs = c.HsmGetState(f.path);
     if (!hs.ok() || hs->state == HsmState::kArchived || hs->state == HsmState::kReleased)
@@ -210,48 +264,41 @@ int SweepOnce(Client& c, const SweepOptions& o) {
       rc = 1;
     }
   }
-  // Release at the watermark: least recently used first.
   uint64_t used = 0, total = 0;
   s = OstUsage(c, &used, &total);
   if (!s.ok())
-    return fail(s.message());
-  if (total == 0 || static_cast<double>(used) * 100 <= o.high_pct * static_cast<double>(total))
+    return Fail(s.message());
+  if (!AboveHigh(used, total, o.high_pct))
     return rc;
-  const double low_bytes = o.low_pct * static_cast<double>(total) / 100;
-  std::stable_sort(files.begin(), files.end(), [](const Candidate& a, const Candidate& b) {
-    return a.last_use_s < b.last_use_s;
-  });
-  uint64_t freed = 0;
-  for (const Candidate& f : files) {
-    if (static_cast<double>(used - std::min(used, freed)) <= low_bytes)
-      break;
-    Result<HsmStatus> hs = c.HsmGetState(f.path);
-    // Only current archived copies: never release without a verified copy of this version.
-    if (!hs.ok() || hs->state != HsmState::kArchived)
-      continue;
-    Status r = c.HsmRelease(f.path);
-    if (r.ok()) {
-      freed += f.size;
-      fmt::print("released {}\n", f.path);
-    } else if (r.code() != StatusCode::kBusy && r.code() != StatusCode::kInvalidArgument &&
-               r.code() != StatusCode::kNotFound) {
-      // Busy: open or changed meanwhile; InvalidArgument: written since archived. Skipped.
-      fmt::print(stderr, "ciuic: hsm sweep: release {}: {}\n", f.path, r.message());
-      rc = 1;
-    }
-  }
-  return rc;
+  return std::max(rc, ReleasePass(c, o, files, used, total));
 }
 
 }  // namespace
 
 int CmdHsmSweep(Client& c, const SweepOptions& o) {
   if (o.every_s <= 0)
-    return SweepOnce(c, o);
+    return SweepOnce(c, o, true);
+  using Clock = std::chrono::steady_clock;
+  const auto period = std::chrono::seconds(o.every_s);
+  const auto watch = std::chrono::milliseconds(std::max(o.watch_ms, 1));
+  auto next_full = Clock::now();
   for (;;) {
-    SweepOnce(c, o);
+    if (Clock::now() >= next_full) {
+      SweepOnce(c, o, true);
+      next_full = Clock::now() + period;
+    } else if (o.watch_ms > 0) {
+      // Between passes, one OST map read: a writer filling the OSTs faster than one period
+      // meets a release pass at once, not at the next period.
+      uint64_t used = 0, total = 0;
+      if (OstUsage(c, &used, &total).ok() && AboveHigh(used, total, o.high_pct)) {
+        fmt::print("OST use {:.1f} % is above {} %: release pass\n",
+                   100.0 * static_cast<double>(used) / static_cast<double>(total), o.high_pct);
+        SweepOnce(c, o, false);
+      }
+    }
     std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::seconds(o.every_s));
+    const auto wake = o.watch_ms > 0 ? std::min(next_full, Clock::now() + watch) : next_full;
+    std::this_thread::sleep_until(wake);
   }
 }
 

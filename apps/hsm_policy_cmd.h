@@ -36,13 +36,18 @@ struct SweepOptions {
   double low_pct = 80;   // ...until it is under this
   HsmPolicy default_policy;
   int every_s = 0;  // > 0: repeat every this many seconds until killed
+  // With every_s: read the OST map this often between passes and run a release pass at once
+  // when use is above high_pct (0: only the periodic passes).
+  int watch_ms = 1000;
 };
 
 // One pass of the policy engine: archives the files of archive-after directories that nobody
 // touched (atime and mtime) for that long, then, when the OSTs' used share is above
-// high_pct, releases archived, current, closed files, least recently used first, until the
-// bytes released bring it under low_pct. Prints what it did; returns the exit code. With
-// every_s, repeats forever (a failed pass is printed and the next one tried).
+// high_pct, releases archived, current, closed files, coldest first (heat on the MDS, then
+// atime), until the bytes released bring it under low_pct. Prints what it did; returns the
+// exit code. With every_s, repeats forever (a failed pass is printed and the next one tried),
+// and between passes watches the OST map every watch_ms, starting a release pass (no archive)
+// as soon as use is above high_pct.
 int CmdHsmSweep(Client& c, const SweepOptions& o);
 
 }  // namespace ciuic::cli

@@ -317,6 +317,10 @@ struct HsmStatus {
   std::string backend;            // the cold tier holding the copy ("file:///...", "mem://x")
   uint64_t archived_version = 0;  // the data version archived (0: none)
   uint64_t data_version = 0;      // the file's current data version
+  // Decayed access count on the MDS (opens and OSS-reported reads; docs/design.md "HSM
+  // policy"); has_heat false when the MDS saw no access since it started.
+  bool has_heat = false;
+  double heat = 0;
 };
 
 class Client {

@@ -503,30 +503,71 @@ class _StallTimer:
 
 class _RestoreAhead:
     """Restores the epoch's released sources before the reader gets to them (docs/design.md
-    "HSM policy"): in the order the epoch first reads them, at most `concurrency` at once. The
-    loader knows the order, so nothing is guessed. A source that is not released costs one MDS
-    request; a failed restore is left for the read, which restores (or fails) on its own."""
+    "HSM policy"): in the order the epoch first reads them, at most `concurrency` at once, and
+    at most `distance` sources past those the reader has begun, so a restore never runs a whole
+    epoch ahead and refills the OSTs the policy just emptied. The loader knows the order, so
+    nothing is guessed. A source that is not released costs one MDS request; a failed restore
+    is left for the read, which restores (or fails) on its own.
 
-    def __init__(self, client, paths, concurrency):
-        import concurrent.futures
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix="ciuic-restore")
+    first_pos[i]: the position in the epoch's samples where source paths[i] is first read
+    (ascending); advance(consumed) moves the reader."""
+
+    def __init__(self, client, paths, concurrency, distance, first_pos):
+        self._client = client
+        self._paths = list(paths)
+        self._first = np.asarray(first_pos)
+        self._distance = max(1, int(distance))
+        self._cv = threading.Condition()
+        self._next = 0      # index of the next source to hand out
+        self._begun = 0     # sources the reader has begun
+        self._done = 0      # restores finished (or failed)
+        self._stopped = False
         self.restored = []  # paths handed out, in order (for tests and stats)
-        self._futures = [self._pool.submit(self._one, client, p) for p in paths]
+        self.max_ahead = 0  # the most sources handed out past those begun (for tests)
+        self._threads = [threading.Thread(target=self._run, name="ciuic-restore", daemon=True)
+                         for _ in range(concurrency)]
+        for t in self._threads:
+            t.start()
 
-    def _one(self, client, path):
-        self.restored.append(path)
-        try:
-            client.hsm_restore(path)
-        except OSError:
-            pass
+    def advance(self, consumed):
+        begun = int(np.searchsorted(self._first, consumed, side="left"))
+        with self._cv:
+            if begun > self._begun:
+                self._begun = begun
+                self._cv.notify_all()
 
-    def wait(self):
-        for f in self._futures:
-            f.result()
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._stopped and self._next < len(self._paths) and \
+                        self._next >= self._begun + self._distance:
+                    self._cv.wait()
+                if self._stopped or self._next >= len(self._paths):
+                    return
+                path = self._paths[self._next]
+                self._next += 1
+                self.max_ahead = max(self.max_ahead, self._next - self._begun)
+                self.restored.append(path)
+            try:
+                self._client.hsm_restore(path)
+            except OSError:
+                pass
+            with self._cv:
+                self._done += 1
+                self._cv.notify_all()
+
+    def wait(self, count=None):
+        """Until `count` sources (default: all the distance allows now) were restored."""
+        with self._cv:
+            target = min(len(self._paths), self._begun + self._distance) if count is None \
+                else count
+            while not self._stopped and self._done < target:
+                self._cv.wait()
 
     def stop(self):
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._cv:
+            self._stopped = True
+            self._cv.notify_all()
 
 
 class CiuicDataLoader:
@@ -537,7 +578,9 @@ class CiuicDataLoader:
     Extra arguments: seed, locality_window (0: global shuffle), prefetch_bytes (memory budget of
     the prefetch engine), prefetch (batches kept read ahead at least: raises the budget),
     context (from ciuic.init_context(); its prefetch acts as prefetch), rank/world_size (default: torch.distributed if initialized, else 0/1),
-    io_depth (reads in flight, default 256), prefetch_factor (batches queued per worker).
+    io_depth (reads in flight, default 256), prefetch_factor (batches queued per worker),
+    restore_ahead (N: restore released sources ahead of the reader, N at once; 0 off) and
+    restore_distance (at most this many sources past those the reader began; 4 * N default).
 
     IO stall: stats() reports, for the current or last epoch, how long the training loop waited
     on the loader (time blocked in iter() and next() until a batch was handed over: reading,
@@ -555,7 +598,7 @@ class CiuicDataLoader:
                  seed=0, locality_window=0, prefetch_bytes=256 << 20, rank=None,
                  world_size=None, io_depth=256, prefetch_factor=2, opener_threads=None,
                  multiprocessing_context="fork", prefetch=None, context=None,
-                 restore_ahead=0):
+                 restore_ahead=0, restore_distance=None):
         if not isinstance(dataset, _Dataset):
             raise TypeError("CiuicDataLoader takes a ciuic DirectoryDataset or ShardDataset")
         if batch_size is None or batch_size < 1:
@@ -567,6 +610,12 @@ class CiuicDataLoader:
         if restore_ahead < 0:
             raise ValueError("restore_ahead must be >= 0 concurrent restores")
         self.restore_ahead = int(restore_ahead)  # > 0: restore released sources ahead, N at once
+        if restore_distance is not None and restore_distance < 1:
+            raise ValueError("restore_distance must be >= 1 source")
+        # Sources restored past those the reader began: enough to keep N restores busy while
+        # the reader consumes, small enough not to refill the OSTs the policy emptied.
+        self.restore_distance = int(restore_distance) if restore_distance is not None else \
+            4 * max(1, self.restore_ahead)
         self._restore = None
         self.prefetch = prefetch  # batches kept read ahead at least (the seed's argument)
         self.dataset = dataset
@@ -689,8 +738,10 @@ class CiuicDataLoader:
         if self.restore_ahead and len(idx):
             src = ds.source[idx]
             _, first = np.unique(src, return_index=True)
-            paths = [ds.sources[int(i)] for i in src[np.sort(first)]]
-            self._restore = _RestoreAhead(ds.client, paths, self.restore_ahead)
+            first = np.sort(first)
+            paths = [ds.sources[int(i)] for i in src[first]]
+            self._restore = _RestoreAhead(ds.client, paths, self.restore_ahead,
+                                          self.restore_distance, first)
         engine = _ciuic.PrefetchEngine(
             ds.client, ds.sources, ds.source[idx], ds.offset[idx], ds.length[idx],
             budget_bytes=budget, max_inflight=self.io_depth,
@@ -725,6 +776,7 @@ class CiuicDataLoader:
                 for raw, lab, count in _ahead(self._raw_batches(engine, labels), engine):
                     batch = _apply(*fn, raw, lab)
                     self._consumed += count
+                    self._advance_restore()
                     yield self._pin(batch)
             else:
                 ctx = multiprocessing.get_context(self.mp_context)
@@ -741,10 +793,12 @@ class CiuicDataLoader:
                         res, c = window.pop(0)
                         batch = res.get()
                         self._consumed += c
+                        self._advance_restore()
                         yield self._pin(batch)
                 for res, c in window:
                     batch = res.get()
                     self._consumed += c
+                    self._advance_restore()
                     yield self._pin(batch)
         finally:
             # Only this iterator's engine and pool: a newer iterator may own self._engine.
@@ -756,6 +810,10 @@ class CiuicDataLoader:
                 self._engine = None
             if self._pool is pool:
                 self._pool = None
+
+    def _advance_restore(self):
+        if self._restore is not None:
+            self._restore.advance(self._consumed)
 
     def _pin(self, batch):
         if not self.pin_memory:

@@ -202,10 +202,9 @@ Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint
                    : RunObjects(core, objs, kObjVerify, begin.record().archived_version(), nullptr);
       break;
     case kOpRestore:
-      copied = source != nullptr
-                   ? RunObjects(core, objs, kObjRepoRestore, 0, nullptr, source, size)
-                   : RunObjects(core, objs, kObjRestore, begin.record().archived_version(),
-                                nullptr);
+      copied = source != nullptr ? RunObjects(core, objs, kObjRepoRestore, 0, nullptr, source, size)
+                                 : RunObjects(core, objs, kObjRestore,
+                                              begin.record().archived_version(), nullptr);
       break;
     default:
       break;  // remove: the copy goes after the MDS forgot it
@@ -218,9 +217,9 @@ Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint
     end(true, bad, "", &resp).IgnoreError();  // the copy's error is the one to report
     if (op == kOpRestore) {
       // Never wrong bytes: the reader gets EIO, with the reason.
-      return Status::IoError(fmt::format("{}: restore from {} failed: {}", name,
-                                         source != nullptr ? "the data repository" : "the cold tier",
-                                         copied.message()));
+      return Status::IoError(fmt::format(
+          "{}: restore from {} failed: {}", name,
+          source != nullptr ? "the data repository" : "the cold tier", copied.message()));
     }
     if (op == kOpRelease && (code == StatusCode::kCorruption || code == StatusCode::kNotFound)) {
       return Status::Corruption(fmt::format("{}: not released: {}", name, copied.message()));
@@ -298,6 +297,8 @@ Result<HsmStatus> ClientImpl::HsmGetState(const std::string& path) {
   out.data_version = resp.attr().data_version();
   out.archived_version = resp.record().archived_version();
   out.backend = resp.record().backend();
+  out.has_heat = resp.has_heat();
+  out.heat = resp.heat();
   switch (resp.record().state()) {
     case 0:
       out.state = HsmState::kNone;

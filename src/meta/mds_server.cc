@@ -217,6 +217,7 @@ Status MdsServer::Start() {
   mo.max_locks_per_file = options_.max_locks_per_file;
   mo.max_locks_per_session = options_.max_locks_per_session;
   mo.session_end_batch = options_.session_end_batch;
+  mo.heat_half_life_ms = options_.heat_half_life_ms;
   mo.durability_epoch =
       options_.durability_epoch != 0 ? options_.durability_epoch : MachineDurabilityEpoch();
   CIUIC_ASSIGN_OR_RETURN(meta_, MetaService::Open(std::move(kv), mo));
@@ -524,8 +525,7 @@ void Tenancy::AttachCap(const pb::ReqCtx& ctx,
       refl->HasField(*resp, rf)) {
     const auto& rec = static_cast<const pb::HsmRecord&>(refl->GetMessage(*resp, rf));
     if (!rec.source_key().empty()) {
-      cap->set_source(
-          net::RepoSourceDigest(rec.source_url(), rec.source_key(), rec.source_etag()));
+      cap->set_source(net::RepoSourceDigest(rec.source_url(), rec.source_key(), rec.source_etag()));
     }
   }
   net::SignCapability(cap_key, cap);

@@ -69,6 +69,8 @@ class MdsServer {
     uint32_t max_locks_per_file = 4096;
     uint32_t max_locks_per_session = 65536;
     uint32_t session_end_batch = 1024;
+    // Per-file heat (MetaOptions::heat_half_life_ms).
+    int64_t heat_half_life_ms = 3600 * 1000;
   };
   explicit MdsServer(Options options);
   ~MdsServer();  // Stop()

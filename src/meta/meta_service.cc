@@ -120,7 +120,8 @@ MetaService::MetaService(std::unique_ptr<KvStore> kv, MetaOptions options)
     : kv_(std::move(kv)),
       options_(std::move(options)),
       hasher_(options_.test_name_hash_mask),
-      locks_(LockTable::Limits{options_.max_locks_per_file, options_.max_locks_per_session}) {}
+      locks_(LockTable::Limits{options_.max_locks_per_file, options_.max_locks_per_session}),
+      heat_(options_.heat_half_life_ms, options_.heat_max_files) {}
 
 Result<std::unique_ptr<MetaService>> MetaService::Open(std::unique_ptr<KvStore> kv,
                                                        MetaOptions options) {

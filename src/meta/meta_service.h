@@ -34,6 +34,7 @@
 #include "ciuic.pb.h"
 #include "common/fid.h"
 #include "common/status.h"
+#include "meta/heat_table.h"
 #include "meta/keys.h"
 #include "meta/kv_store.h"
 #include "meta/lock_table.h"
@@ -73,6 +74,10 @@ struct MetaOptions {
   uint32_t max_tasks_per_heartbeat = 1024;
   uint32_t max_readdir_entries = 4096;
   uint32_t tick_ms = 200;  // lease and heartbeat checks
+  // Per-file heat (heat_table.h): the half-life of an access, and the files tracked at most
+  // (about 100 bytes each; the coldest are dropped past it).
+  int64_t heat_half_life_ms = 3600 * 1000;
+  size_t heat_max_files = 1 << 20;
   // A mutation that finds the queue empty and no group running is applied and committed on the
   // thread that submits it (the MDS network thread) instead of the writer thread.
   bool inline_mutations = true;
@@ -375,6 +380,8 @@ class MetaService {
   };
   std::mutex hsm_mu_;
   std::unordered_map<Fid, HsmBusy, FidHash> hsm_busy_;
+  // Decayed access counts per file: opens (OpenInode) and OSS read reports (Heartbeat).
+  HeatTable heat_;
   uint64_t hsm_next_token_ = 1;
 
   std::mutex q_mu_;

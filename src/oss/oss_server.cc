@@ -336,6 +336,7 @@ void OssServer::HandleRead(net::ServerCall call) {
   st = CheckCap(call, req.cap(), req.obj(), net::kCapRead);
   if (!st.ok())
     return call.ReplyError(st);
+  CountRead(req.obj());
   const uint64_t bytes = AlignUp(req.length(), kBlockSize) + 2 * kBlockSize;
   if (req.shm_token() != 0)
     return ReadIntoShm(std::move(call), store, req, bytes);
@@ -591,8 +592,8 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
     if (call.key_id() != options_.key_id &&
         req.cap().source() !=
             net::RepoSourceDigest(req.source_url(), req.source_key(), req.source_etag())) {
-      return call.ReplyError(Status::PermissionDenied(
-          "capability does not name this data repository object"));
+      return call.ReplyError(
+          Status::PermissionDenied("capability does not name this data repository object"));
     }
     src.url = req.source_url();
     src.key = req.source_key();
@@ -729,6 +730,38 @@ void OssServer::WritebackLoop() {
   }
 }
 
+void OssServer::CountRead(const pb::ObjectId& obj) {
+  const Fid fid = net::FromPb(obj).fid;
+  std::lock_guard<std::mutex> lock(reads_mu_);
+  auto it = file_reads_.find(fid);
+  if (it != file_reads_.end())
+    ++it->second;
+  else if (file_reads_.size() < kMaxReadFiles)
+    file_reads_.emplace(fid, 1);
+}
+
+void OssServer::TakeFileReads(pb::HeartbeatReq* req) {
+  std::unordered_map<Fid, uint64_t, FidHash> taken;
+  {
+    std::lock_guard<std::mutex> lock(reads_mu_);
+    taken.swap(file_reads_);
+  }
+  std::vector<std::pair<uint64_t, Fid>> top;
+  top.reserve(taken.size());
+  for (const auto& [fid, n] : taken)
+    top.emplace_back(n, fid);
+  if (top.size() > kMaxReportedFiles) {
+    std::nth_element(top.begin(), top.begin() + kMaxReportedFiles, top.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    top.resize(kMaxReportedFiles);
+  }
+  for (const auto& [n, fid] : top) {
+    pb::FileReads* fr = req->add_file_reads();
+    net::ToPb(fid, fr->mutable_fid());
+    fr->set_reads(n);
+  }
+}
+
 void OssServer::HeartbeatLoop() {
   const std::string addr = ServedAddr();
   std::shared_ptr<net::RpcChannel> mds;
@@ -812,6 +845,8 @@ void OssServer::HeartbeatLoop() {
     }
     for (uint64_t id : done_tasks)
       req.add_done_task_ids(id);
+    // Counts of a heartbeat that fails are lost: heat is a hint, not an account.
+    TakeFileReads(&req);
     pb::HeartbeatResp resp;
     Status st = mds->CallMsg(net::MsgType::kHeartbeat, req, &resp, 5000);
     if (!st.ok()) {

@@ -21,11 +21,13 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "ciuic.pb.h"
 #include "common/config.h"
+#include "common/fid.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "io/io_engine.h"
@@ -178,6 +180,14 @@ class OssServer {
   // the id is acknowledged with the heartbeat after the store answered.
   void RunDropCopyTask(const pb::OstTask& task);
 
+  // Per-file read counts for the MDS's heat (docs/design.md "HSM policy"): one per read
+  // request, at most kMaxReadFiles files between two heartbeats (later new files are not
+  // counted until the next one); TakeFileReads moves the busiest kMaxReportedFiles into `req`.
+  static constexpr size_t kMaxReadFiles = 16384;
+  static constexpr size_t kMaxReportedFiles = 1024;
+  void CountRead(const pb::ObjectId& obj);
+  void TakeFileReads(pb::HeartbeatReq* req);
+
   void HeartbeatLoop();
   void WritebackLoop();
   std::string ServedAddr() const;
@@ -216,6 +226,8 @@ class OssServer {
   bool started_ = false;   // guarded by mu_
   bool stopping_ = false;  // guarded by mu_
   std::string cap_key_;    // verifies capabilities (derived from the admin key)
+  std::mutex reads_mu_;
+  std::unordered_map<Fid, uint64_t, FidHash> file_reads_;  // guarded by reads_mu_
   mutable std::mutex revoked_mu_;
   std::set<uint32_t> revoked_;  // client keys the MDS revoked; guarded by revoked_mu_
 };

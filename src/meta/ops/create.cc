@@ -169,6 +169,7 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
   if (req.open() && type == S_IFREG) {
     // The creator may open what it just made whatever the new mode says (open(2) semantics).
     CIUIC_ASSIGN_OR_RETURN(open_id, AddOpen(t, ctx.session_id(), &rec, open_flags));
+    heat_.Add(ToFid(rec.attr().fid()), 1, NowMs());  // an access like any open (OpenInode)
   }
   PutInode(t, rec);
   FillAttr(rec, resp->mutable_attr());

@@ -92,6 +92,10 @@ Result<pb::HsmStateResp> MetaService::HsmState(const pb::HsmStateReq& req) {
   FillAttr(rec, resp.mutable_attr());
   CIUIC_RETURN_IF_ERROR(LoadHsm(r, ToFid(req.fid()), resp.mutable_record()));
   resp.mutable_record()->clear_release_tasks();
+  if (std::optional<double> h = heat_.Get(ToFid(req.fid()), NowMs())) {
+    resp.set_heat(*h);
+    resp.set_has_heat(true);
+  }
   return resp;
 }
 
@@ -307,7 +311,8 @@ Status MetaService::Apply(Txn& t, const pb::HsmImportReq& req, pb::HsmImportResp
   if (!req.xattr_name().empty() &&
       (req.xattr_name().rfind("user.", 0) != 0 || req.xattr_name().size() > 255 ||
        req.xattr_value().size() > 64 * 1024)) {
-    return Status::InvalidArgument("an import sets one user.* extended attribute of at most 64 KiB");
+    return Status::InvalidArgument(
+        "an import sets one user.* extended attribute of at most 64 KiB");
   }
   // The file is made as Create makes it (permissions, layout, parent), exclusively.
   pb::CreateReq c;

@@ -42,6 +42,12 @@ Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp
   CIUIC_RETURN_IF_ERROR(osts_.Heartbeat(req.oss_addr(), req.osts(), NowMs()));
   for (uint32_t id : RevokedKeyIds())
     resp->add_revoked_key_ids(id);
+  // Reads the OSS served since its last heartbeat: resolved reads never reach the MDS.
+  const int64_t now = NowMs();
+  for (const pb::FileReads& fr : req.file_reads()) {
+    if (fr.reads() > 0)
+      heat_.Add(ToFid(fr.fid()), static_cast<double>(fr.reads()), now);
+  }
   const std::vector<uint32_t> mine = osts_.OstsOf(req.oss_addr());
   auto serves = [&mine](uint32_t ost) {
     return std::find(mine.begin(), mine.end(), ost) != mine.end();

@@ -71,6 +71,7 @@ Status MetaService::DropLink(Txn& t, pb::InodeRecord* rec) {
 
 Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
   const Fid fid = ToFid(rec.attr().fid());
+  heat_.Erase(fid);
   t.Delete(Cf::kInodes, InodeKey(fid));
   t.Delete(Cf::kSystem, OrphanKey(fid));
   // The archived copy goes too: the OSS of each object deletes its part (OST work log kind 4,
