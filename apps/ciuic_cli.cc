@@ -28,11 +28,11 @@
 #include "common/config.h"
 #include "common/fid.h"
 #include "hsm_cmd.h"
-#include "progress.h"
 #include "hsm_policy_cmd.h"
 #include "mount_cmd.h"
 #include "mount_path.h"
 #include "pack_cmd.h"
+#include "progress.h"
 #include "repo_cmd.h"
 #include "top_cmd.h"
 

@@ -69,9 +69,8 @@ class Progress {
     const int fill = std::clamp(static_cast<int>(pct / 100.0 * kWidth), 0, kWidth);
     const std::string items =
         items_ > 0 ? fmt::format(" {}/{} {}", done_items_.load(), items_, item_name_) : "";
-    fmt::print(stderr, "\r{} [{}{}] {:5.1f}%{} {} / {} {}/s   {}", label_,
-               std::string(fill, '#'), std::string(kWidth - fill, ' '), pct, items,
-               FormatSize(d), FormatSize(total_),
+    fmt::print(stderr, "\r{} [{}{}] {:5.1f}%{} {} / {} {}/s   {}", label_, std::string(fill, '#'),
+               std::string(kWidth - fill, ' '), pct, items, FormatSize(d), FormatSize(total_),
                FormatSize(static_cast<uint64_t>(static_cast<double>(d) / secs)), final ? "\n" : "");
     std::fflush(stderr);
   }

@@ -5,8 +5,9 @@
 // This is the CLI's own implementation: the `ciuic` binary links ciuic_objstore and lists the
 // store. Objects are imported as released files (Client::HsmImport) whose bytes the OSSes
 // fetch on first read, or with `copy` copied through the ordinary client API; export copies
-// through the client too. The client library itself still does not link the object store. State lives in extended attributes of the
-// cluster's namespace (docs/formats/repo-xattrs.md), so it is as durable as the files.
+// through the client too. The client library itself still does not link the object store. State
+// lives in extended attributes of the cluster's namespace (docs/formats/repo-xattrs.md), so it is
+// as durable as the files.
 #pragma once
 
 #include <string>

@@ -324,13 +324,16 @@ Result<objstore::ObjectStore*> HsmMover::RepoStore(const std::string& url) {
   return raw;
 }
 
-Status HsmMover::CheckSource(objstore::ObjectStore* store, const RepoSource& src, const char* when) {
+Status HsmMover::CheckSource(objstore::ObjectStore* store,
+                             const RepoSource& src,
+                             const char* when) {
   Result<objstore::ObjectInfo> h = store->Head(src.key);
   if (!h.ok()) {
     if (h.status().code() == StatusCode::kNotFound) {
-      return Status::NotFound(fmt::format("object '{}' of {} was deleted {}; its data is gone "
-                                          "(ciuic repo sync removes the file)",
-                                          src.key, store->Describe(), when));
+      return Status::NotFound(
+          fmt::format("object '{}' of {} was deleted {}; its data is gone "
+                      "(ciuic repo sync removes the file)",
+                      src.key, store->Describe(), when));
     }
     return h.status();
   }

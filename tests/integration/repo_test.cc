@@ -10,8 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "apps/repo_cmd.h"
-#include "ciuic/client.h"
 #include "ciuic.pb.h"
+#include "ciuic/client.h"
 #include "objstore/object_store_factory.h"
 #include "testing/mini_cluster.h"
 
@@ -171,8 +171,7 @@ TEST_F(RepoTest, ObjectDeletedOrChangedUnderReleasedFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kIoError) << r.status().ToString();
   EXPECT_NE(r.status().message().find("/r/gone"), std::string::npos) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("object 'gone'"), std::string::npos)
-      << r.status().ToString();
+  EXPECT_NE(r.status().message().find("object 'gone'"), std::string::npos) << r.status().ToString();
   EXPECT_NE(r.status().message().find("was deleted"), std::string::npos) << r.status().ToString();
   EXPECT_EQ(client_->HsmGetState("/r/gone")->state, HsmState::kLost);
   r = client_->ReadFile("/r/moved");
