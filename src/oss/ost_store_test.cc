@@ -616,16 +616,24 @@ TEST_F(OstStoreMemTest, EvictionSyncsOutsideTheLoadLock) {
     release = true;
     cv.notify_all();
   };
-  // Loading object 2 evicts object 1, which needs a sync first: held there.
-  auto evictor =
-      std::async(std::launch::async, [&] { return s->Write(Obj(2), 0, Pattern(100, 2)); });
-  {
+  // Loading object 2 evicts object 1, which needs a sync first: held there. Object 1 is skipped
+  // while its write's completion still holds it (a loaded machine can be that slow), so more
+  // loads follow until one evicts it.
+  std::vector<std::future<Result<uint64_t>>> loads;
+  loads.push_back(
+      std::async(std::launch::async, [&] { return s->Write(Obj(2), 0, Pattern(100, 2)); }));
+  for (int k = 0;; ++k) {
     std::unique_lock<std::mutex> lock(mu);
-    if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return held; })) {
-      lock.unlock();
+    if (cv.wait_for(lock, std::chrono::seconds(1), [&] { return held; }))
+      break;
+    lock.unlock();
+    if (k == 10) {
       let_go();
       FAIL() << "no eviction sync happened";
     }
+    loads.push_back(std::async(std::launch::async, [&s, k] {
+      return s->Write(Obj(100 + static_cast<uint64_t>(k)), 0, Pattern(100, 5));
+    }));
   }
   auto other = std::async(std::launch::async, [&] { return s->Write(Obj(3), 0, Pattern(100, 3)); });
   auto reopen = std::async(std::launch::async, [&] { return s->Read(Obj(1), 0, 5000); });
@@ -634,7 +642,8 @@ TEST_F(OstStoreMemTest, EvictionSyncsOutsideTheLoadLock) {
   let_go();
   EXPECT_TRUE(other_done) << "loading another object waited for an eviction's sync";
   EXPECT_TRUE(reopen_done) << "opening the object being evicted waited for its sync";
-  ASSERT_TRUE(evictor.get().ok());
+  for (auto& l : loads)
+    ASSERT_TRUE(l.get().ok());
   ASSERT_TRUE(other.get().ok());
   Result<ReadResult> r = reopen.get();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
