@@ -626,6 +626,7 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
         case kHsmRestore:
           r = mover_->Restore(store, obj, version);
           break;
+        case kHsmRemove:
         default: {
           Status s = mover_->Remove(obj, version);
           r = s.ok() ? Result<uint64_t>(uint64_t{0}) : Result<uint64_t>(s);
