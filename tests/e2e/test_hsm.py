@@ -193,12 +193,7 @@ class S3HsmTest(unittest.TestCase):
         cls.s3.stop()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def put_random(self, remote, size):
-        src = os.path.join(self.tmp, os.path.basename(remote) + ".src")
-        with open(src, "wb") as f:
-            f.write(os.urandom(size))
-        ciuic("put", src, remote, env=self.env)
-        return src
+    put_random = HsmTest.put_random
 
     def keys(self, prefix):
         body = self.s3.request("GET", "bucket?list-type=2&prefix=" + prefix).decode()
