@@ -142,6 +142,10 @@ class ClientCore {
   // Closes the session and joins every thread; later calls fail with kAborted. Idempotent.
   void Shutdown();
   bool shut_down() const { return shutdown_.load(); }
+  // Background work that needs the session (a restore by extents' HsmEnd): Shutdown waits up
+  // to 5 s for what began to end.
+  void BeginBackground();
+  void EndBackground();
 
   const ClientOptions& options() const { return options_; }
   const std::string& cluster_uuid() const { return cluster_uuid_; }
@@ -274,6 +278,9 @@ class ClientCore {
   net::ChannelOptions chan_opts_;
   std::string cluster_uuid_;
   std::atomic<bool> shutdown_{false};
+  std::mutex background_mu_;
+  std::condition_variable background_cv_;
+  int background_ = 0;  // CIUIC_GUARDED_BY(background_mu_)
 
   std::unique_ptr<net::EventLoop> loop_;
   std::unique_ptr<TimerQueue> timers_;

@@ -214,10 +214,11 @@ Result<std::unique_ptr<File>> ClientImpl::FinishOpen(
     open_id = resp.open_id();
     punches = resp.punches();  // O_TRUNC is done by the MDS; the OSTs are ours to punch
   }
+  const bool restoring = attr.hsm_released() && (flags & O_ACCMODE) == O_RDONLY;
   if (attr.hsm_released()) {
-    // Released to the cold tier: the whole file comes back before the first read or write
-    // (docs/design.md "HSM"; restoring only the ranges read is not done yet).
-    Status st = HsmRun(fid, norm, kHsmOpRestore);
+    // Released to the cold tier (docs/design.md "HSM"). A reader gets the file at once and
+    // waits only for the chunks it reads (restore by extents); a writer, for the whole file.
+    Status st = HsmRunFid(core_.get(), fid, norm, kHsmOpRestore, restoring);
     if (!st.ok()) {
       pb::CloseReq req;
       net::ToPb(fid, req.mutable_fid());
@@ -231,6 +232,8 @@ Result<std::unique_ptr<File>> ClientImpl::FinishOpen(
   std::shared_ptr<Node> node = core_->GetNode(fid);
   RefreshNode(node.get(), attr, &layout);
   auto file = std::make_shared<OpenFile>(core_, node, norm, flags, open_id, options);
+  if (restoring)
+    file->MarkRestoring();
   file->RegisterFlusher();
   auto handle = std::make_unique<FileImpl>(file);
   if (!punches.empty()) {

@@ -9,6 +9,7 @@
 // pool. Thread-safety: every method is thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -78,6 +79,9 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   // Marks a read-only file opened from a resolved layout (Client::OpenResolved): a missing
   // object fails a read with kStale instead of reading as a hole. Call before any IO.
   void MarkResolved() { resolved_ = true; }
+  // Opened while its restore by extents runs (docs/design.md "HSM"): until a restore is known
+  // to have ended, a missing object means "not restored here yet", not a hole.
+  void MarkRestoring() { restoring_ = true; }
 
   // Lets reads and writes through other handles of this file flush this handle's write buffer.
   // Call once, right after construction (needs shared_from_this).
@@ -152,6 +156,7 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   const OpenOptions options_;
   const size_t wb_cap_;
   bool resolved_ = false;  // set before any IO (MarkResolved)
+  std::atomic<bool> restoring_{false};
 
   std::mutex pos_mu_;      // makes Read/Write/Seek at the file position atomic
   mutable std::mutex mu_;  // state below

@@ -37,7 +37,7 @@ struct ReadOp {
 // means the file changed since, not a hole.
 Status FinishReadPiece(const Fid& fid, const ReadPiece& p, bool must_exist, Result<net::Reply> r) {
   if (!r.ok())
-    return std::move(r).status();
+    return r.status();
   net::Reply& rep = *r;
   pb::ReadResp resp;
   CIUIC_RETURN_IF_ERROR(net::Parse(rep.body, &resp, "ReadResp"));
@@ -107,22 +107,28 @@ void OpenFile::ReadRangeOnce(
   auto finish = [self, op] {
     self->node_->ranges.Release(op->ticket);
     Status st = op->first;
-    if (st.code() == StatusCode::kStale && self->resolved_ && !op->restore_tried) {
+    const bool restoring = self->restoring_.load();
+    if (st.code() == StatusCode::kStale && (self->resolved_ || restoring) && !op->restore_tried) {
       // A read that skips the MDS (OpenResolved) found an object missing: the file may have
-      // been released to the cold tier. Restore it (blocking: on the pool) and read again.
+      // been released to the cold tier. Restore it (blocking: on the pool) and read again:
+      // by extents (the read waits for its own chunks) unless this handle's own restore by
+      // extents lost an object (an OSS restarted): then the whole file, after which a
+      // missing object is a hole.
       op->restore_tried = true;
-      if (self->core_->pool().TrySubmit([self, op] {
+      if (self->core_->pool().TrySubmit([self, op, restoring] {
             bool restored = false;
-            Status rs =
-                RestoreIfReleased(self->core_.get(), self->node_->fid, self->path_, &restored);
+            Status rs = RestoreIfReleased(self->core_.get(), self->node_->fid, self->path_,
+                                          &restored, !restoring);
             // Read again also when this client restored nothing: another one (a loader's
             // restore ahead) may have restored it meanwhile. A file truly gone fails again.
             (void)restored;
+            if (rs.ok() && restoring)
+              self->restoring_ = false;
             if (rs.ok()) {
               self->ReadRangeOnce(op->buf, op->len, op->offset, std::move(op->cb), true);
             } else {
               auto cb = std::move(op->cb);
-              cb((rs.ok() ? op->first : rs).WithContext(self->path_));
+              cb(rs);  // names the file already
             }
             self->OpDone(false);
           })) {
@@ -168,7 +174,8 @@ void OpenFile::ReadRangeOnce(
       if (p.direct)
         call->in_dest = std::span<uint8_t>(p.dest, p.len);
       call->done = [self, op, i, finish](Result<net::Reply> r) {
-        Status st = FinishReadPiece(self->node_->fid, op->pieces[i], self->resolved_, std::move(r));
+        const bool must_exist = self->resolved_ || (self->restoring_.load() && !op->restore_tried);
+        Status st = FinishReadPiece(self->node_->fid, op->pieces[i], must_exist, std::move(r));
         self->ThrottleDone();
         bool last;
         {

@@ -12,6 +12,7 @@
 #include "client/client_core.h"
 #include "client/client_impl.h"
 #include "client/path.h"
+#include "common/logging.h"
 #include "net/pb_convert.h"
 
 namespace ciuic {
@@ -46,6 +47,9 @@ constexpr uint32_t kObjRestore = 3;
 constexpr uint32_t kObjRemove = 4;
 constexpr uint32_t kObjRepoRestore = 5;
 constexpr uint32_t kObjRepoVerify = 6;
+constexpr uint32_t kObjRestoreStart = 7;
+constexpr uint32_t kObjRepoRestoreStart = 8;
+constexpr uint32_t kObjRestoreWait = 9;
 
 Result<std::string> CleanPath(const std::string& path) {
   CIUIC_RETURN_IF_ERROR(ValidatePath(path));
@@ -122,16 +126,94 @@ Status RunObjects(ClientCore* core,
   return st;
 }
 
+// The end of a restore by extents: waits (asynchronously) for every object's restore to end on
+// its OSS, then records the outcome with HsmEnd (token `token`; 0 for a reader that joined:
+// success only). Nothing blocks a thread while the OSSes work; the HsmEnd runs on the pool.
+void EndRestoreWhenDone(ClientCore* core,
+                        const Fid& fid,
+                        const std::string& name,
+                        const std::vector<ObjRef>& objs,
+                        uint64_t token) {
+  struct State {
+    std::mutex mu;
+    size_t left = 0;
+    Status first;
+  };
+  auto state = std::make_shared<State>();
+  state->left = objs.size();
+  auto end = [core, fid, name, token, state] {
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      st = state->first;
+    }
+    pb::HsmEndReq req;
+    net::ToPb(fid, req.mutable_fid());
+    req.set_op(kOpRestore);
+    req.set_token(token);
+    req.set_failed(!st.ok());
+    // A bad or missing copy makes the file lost; an OSS that lost track of the restore (it
+    // restarted) leaves it released, for the next reader to restore.
+    req.set_copy_bad(st.code() == StatusCode::kCorruption || st.code() == StatusCode::kNotFound);
+    pb::HsmEndResp resp;
+    Status e = (token == 0 && !st.ok()) ? Status::OK()  // failures are the beginner's to record
+                                        : core->Mds(net::MsgType::kHsmEnd, &req, &resp, true);
+    // The reader had the restore's error; a failure to record the end is news. Stale:
+    // another reader of the file recorded the end first.
+    if (!e.ok() && e.code() != StatusCode::kStale) {
+      LOG_WARN("{}: the end of its restore ({}) was not recorded: {}", name,
+               st.ok() ? "whole" : st.ToString(), e.ToString());
+    } else if (!st.ok()) {
+      LOG_DEBUG("{}: restore ended: {}", name, st.ToString());
+    }
+    core->EndBackground();
+  };
+  // Shutdown waits a little for this (HsmEnd needs the session): a `ciuic get` that read the
+  // whole file records its restore before the process exits.
+  core->BeginBackground();
+  if (objs.empty()) {
+    if (!core->pool().TrySubmit(end)) {
+      LOG_WARN("{}: restore not recorded (client stopping)", name);
+      core->EndBackground();
+    }
+    return;
+  }
+  for (const ObjRef& o : objs) {
+    auto call = std::make_shared<OstCall>();
+    call->type = net::MsgType::kHsmObj;
+    call->ost = o.ost;
+    auto req = std::make_unique<pb::HsmObjReq>();
+    req->set_ost(o.ost);
+    *req->mutable_obj() = o.obj;
+    req->set_op(kObjRestoreWait);
+    call->req = std::move(req);
+    call->done = [core, state, end, name](Result<net::Reply> r) {
+      bool last;
+      {
+        std::lock_guard<std::mutex> lock(state->mu);
+        if (!r.ok() && state->first.ok())
+          state->first = r.status();
+        last = --state->left == 0;
+      }
+      // The MDS call blocks: on the pool. A client going away leaves the file busy until the
+      // mark expires; readers join the restore meanwhile.
+      if (last && !core->pool().TrySubmit(end)) {
+        LOG_WARN("{}: restore not recorded (client stopping)", name);
+        core->EndBackground();
+      }
+    };
+    core->OstCallAsync(std::move(call));
+  }
+}
+
 }  // namespace
 
 Status ClientImpl::HsmRun(const Fid& fid, const std::string& name, uint32_t op) {
   return HsmRunFid(core_.get(), fid, name, op);
 }
 
-Status RestoreIfReleased(ClientCore* core,
-                         const Fid& fid,
-                         const std::string& name,
-                         bool* restored) {
+Status RestoreIfReleased(
+    ClientCore* core, const Fid& fid, const std::string& name, bool* restored, bool background) {
   *restored = false;
   pb::GetAttrReq req;
   net::ToPb(fid, req.mutable_fid());
@@ -142,7 +224,7 @@ Status RestoreIfReleased(ClientCore* core,
   for (int attempt = 0;; ++attempt) {
     if (!core->Mds(net::MsgType::kGetAttr, &req, &resp, false).ok() || !resp.attr().hsm_released())
       return Status::OK();
-    Status st = HsmRunFid(core, fid, name, kHsmOpRestore);
+    Status st = HsmRunFid(core, fid, name, kHsmOpRestore, background);
     if (st.ok()) {
       *restored = true;
       return st;
@@ -153,7 +235,8 @@ Status RestoreIfReleased(ClientCore* core,
   }
 }
 
-Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint32_t op) {
+Status HsmRunFid(
+    ClientCore* core, const Fid& fid, const std::string& name, uint32_t op, bool background) {
   pb::HsmBeginReq breq;
   net::ToPb(fid, breq.mutable_fid());
   breq.set_op(op);
@@ -189,7 +272,36 @@ Status HsmRunFid(ClientCore* core, const Fid& fid, const std::string& name, uint
       }
     }
   }
-  switch (op) {
+  const bool join = op == kOpRestore && begin.token() == 0;
+  if (op == kOpRestore && (background || join)) {
+    // Restore by extents: every OSS starts (or joins) its objects' restores first.
+    copied =
+        source != nullptr
+            ? RunObjects(core, objs, kObjRepoRestoreStart, 0, nullptr, source, size)
+            : RunObjects(core, objs, kObjRestoreStart, begin.record().archived_version(), nullptr);
+    if (copied.ok() && !background) {
+      // A joiner that needs the whole file; it may record the end itself.
+      copied = RunObjects(core, objs, kObjRestoreWait, 0, nullptr);
+      if (copied.ok()) {
+        pb::HsmEndResp resp;
+        Status e = end(false, false, "", &resp);
+        if (!e.ok() && e.code() != StatusCode::kStale)
+          return e.WithContext(name);
+        return Status::OK();
+      }
+    }
+    if (copied.ok()) {
+      EndRestoreWhenDone(core, fid, name, objs, begin.token());
+      return Status::OK();
+    }
+    if (join) {
+      return Status::IoError(fmt::format(
+          "{}: restore from {} failed: {}", name,
+          source != nullptr ? "the data repository" : "the cold tier", copied.message()));
+    }
+    // The owner of a failed start ends it below, as a failed restore.
+  }
+  switch (join || (op == kOpRestore && background) ? 0 : op) {
     case kOpArchive:
       copied = RunObjects(core, objs, kObjArchive, begin.data_version(), &backend);
       break;

@@ -168,6 +168,13 @@ Status MemObjectStore::PutStream(std::string_view key,
 }
 
 Result<size_t> MemObjectStore::Get(std::string_view key, uint64_t offset, std::span<char> dst) {
+  std::shared_ptr<const std::function<void(std::string_view, uint64_t)>> hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = get_hook_;
+  }
+  if (hook != nullptr)
+    (*hook)(key, offset);
   CIUIC_RETURN_IF_ERROR(WithKey(Enter(Op::kGet), key));
   CIUIC_RETURN_IF_ERROR(ValidateKey(key).WithContext(Describe()));
   std::shared_ptr<const std::string> data;
@@ -236,6 +243,15 @@ void MemObjectStore::TEST_FailNext(int n, Status s) {
   std::lock_guard lock(mu_);
   fail_next_ = n;
   fail_status_ = std::move(s);
+}
+
+void MemObjectStore::TEST_SetGetHook(
+    std::function<void(std::string_view key, uint64_t offset)> hook) {
+  std::lock_guard lock(mu_);
+  get_hook_ =
+      hook
+          ? std::make_shared<const std::function<void(std::string_view, uint64_t)>>(std::move(hook))
+          : nullptr;
 }
 
 MemObjectStore::CallCounts MemObjectStore::TEST_calls() const {

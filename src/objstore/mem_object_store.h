@@ -3,11 +3,13 @@
 // ObjectStore. Objects live in a map under one mutex; Get copies out of an immutable snapshot
 // of the object, so readers never see a half-written one.
 //
-// Test hooks: TEST_FailNext() makes the next operations fail, TEST_calls() counts calls.
+// Test hooks: TEST_FailNext() makes the next operations fail, TEST_calls() counts calls,
+// TEST_SetGetHook() runs a function (a delay, a gate) at the start of every Get.
 // Thread-safety: every method may be called from many threads at once.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +56,9 @@ class MemObjectStore final : public ObjectStore {
 
   // Makes the next `n` calls (of any method) fail with `s` before they do anything.
   void TEST_FailNext(int n, Status s);
+  // Calls `hook(key, offset)` at the start of every Get, outside the store's lock (nullptr:
+  // none).
+  void TEST_SetGetHook(std::function<void(std::string_view key, uint64_t offset)> hook);
   // Returns how many calls each method has had.
   CallCounts TEST_calls() const;
   // Returns how many objects the store holds.
@@ -78,9 +83,11 @@ class MemObjectStore final : public ObjectStore {
   mutable std::mutex mu_;
   std::map<std::string, Object> objects_;  // CIUIC_GUARDED_BY(mu_)
   uint64_t generation_ = 0;                // CIUIC_GUARDED_BY(mu_); makes ETags
-  int fail_next_ = 0;                      // CIUIC_GUARDED_BY(mu_)
-  Status fail_status_;                     // CIUIC_GUARDED_BY(mu_)
-  CallCounts calls_;                       // CIUIC_GUARDED_BY(mu_)
+  std::shared_ptr<const std::function<void(std::string_view, uint64_t)>>
+      get_hook_;        // CIUIC_GUARDED_BY(mu_)
+  int fail_next_ = 0;   // CIUIC_GUARDED_BY(mu_)
+  Status fail_status_;  // CIUIC_GUARDED_BY(mu_)
+  CallCounts calls_;    // CIUIC_GUARDED_BY(mu_)
 };
 
 }  // namespace ciuic::objstore

@@ -20,8 +20,6 @@ namespace {
 
 // Bytes moved per OST read / store get. A multiple of the block size.
 constexpr uint64_t kChunk = uint64_t{4} << 20;
-// Chunks of one object a restore has in flight (GET, check, write).
-constexpr uint64_t kRestoreChunksInFlight = 4;
 constexpr std::string_view kCrcMagic = "CIUICHSM";
 constexpr uint32_t kCrcFormat = 1;
 // magic, format, block size, length, data version, block count.
@@ -236,78 +234,55 @@ ObjectId HsmStagingId(const ObjectId& id) {
   return ObjectId{Fid{id.fid.seq, id.fid.mds, id.fid.ver | kHsmStagingVer}, id.comp, id.stripe};
 }
 
-Status HsmMover::RestoreChunk(OstStore* ost,
-                              const ObjectId& staging,
-                              const std::string& key,
-                              const ArchivedCrcs& c,
-                              uint64_t off,
-                              AlignedBuffer* buf) {
-  const uint64_t len = std::min(kChunk, c.length - off);
-  buf->Resize(len);
-  CIUIC_ASSIGN_OR_RETURN(
-      size_t got,
-      store_->Get(key, off, std::span<char>(reinterpret_cast<char*>(buf->data()), len)));
-  if (got != len) {
-    return Status::Corruption(fmt::format("archived copy {} in {} ends at {}, expected {} bytes",
-                                          key, store_->Describe(), off + got, c.length));
+Result<std::shared_ptr<ObjectFill>> HsmMover::StartRestore(OstStore* ost,
+                                                           const ObjectId& id,
+                                                           uint64_t version) {
+  if (auto f = fills_.Find(ost->index(), id))
+    return f;
+  if (auto f = fills_.EndedIfWhole(ost, id, std::nullopt))
+    return f;
+  auto c = std::make_shared<const ArchivedCrcs>();
+  {
+    CIUIC_ASSIGN_OR_RETURN(ArchivedCrcs loaded, LoadCrcs(id, version));
+    c = std::make_shared<const ArchivedCrcs>(std::move(loaded));
   }
-  const char* p = reinterpret_cast<const char*>(buf->data());
-  for (uint64_t b = 0; b * kBlockSize < len; ++b) {
-    const size_t n = std::min<uint64_t>(kBlockSize, len - b * kBlockSize);
-    const uint32_t crc = PaddedBlockCrc(p + b * kBlockSize, n);
-    const uint64_t at = off + b * kBlockSize;
-    if (crc != c.crcs[at / kBlockSize]) {
-      return Status::Corruption(
-          fmt::format("archived copy {} in {} is corrupt at offset {} (checksum {:08x}, "
-                      "archived {:08x})",
-                      key, store_->Describe(), at, crc, c.crcs[at / kBlockSize]));
+  const std::string key = HsmObjectKey(uuid_, id, version);
+  FillSpec spec;
+  spec.ost = ost;
+  spec.id = id;
+  // The copy is written under a staging name and adopted whole once synced: the object itself
+  // is absent or complete, never half restored; readers meanwhile read the staging object.
+  spec.staging = HsmStagingId(id);
+  spec.length = c->length;
+  spec.what = key;
+  spec.fetch = [this, c, key](uint64_t off, uint64_t len, AlignedBuffer* buf) -> Status {
+    CIUIC_ASSIGN_OR_RETURN(
+        size_t got,
+        store_->Get(key, off, std::span<char>(reinterpret_cast<char*>(buf->data()), len)));
+    if (got != len) {
+      return Status::Corruption(fmt::format("archived copy {} in {} ends at {}, expected {} bytes",
+                                            key, store_->Describe(), off + got, c->length));
     }
-  }
-  std::promise<Result<uint64_t>> done;
-  ost->WriteAsync(staging, off, buf, [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
-  return done.get_future().get().status();
+    const char* p = reinterpret_cast<const char*>(buf->data());
+    for (uint64_t b = 0; b * kBlockSize < len; ++b) {
+      const size_t n = std::min<uint64_t>(kBlockSize, len - b * kBlockSize);
+      const uint32_t crc = PaddedBlockCrc(p + b * kBlockSize, n);
+      const uint64_t at = off + b * kBlockSize;
+      if (crc != c->crcs[at / kBlockSize]) {
+        return Status::Corruption(
+            fmt::format("archived copy {} in {} is corrupt at offset {} (checksum {:08x}, "
+                        "archived {:08x})",
+                        key, store_->Describe(), at, crc, c->crcs[at / kBlockSize]));
+      }
+    }
+    return Status::OK();
+  };
+  return fills_.Start(std::move(spec));
 }
 
 Result<uint64_t> HsmMover::Restore(OstStore* ost, const ObjectId& id, uint64_t version) {
-  CIUIC_ASSIGN_OR_RETURN(ArchivedCrcs c, LoadCrcs(id, version));
-  const std::string key = HsmObjectKey(uuid_, id, version);
-  // The copy is written under a staging name and adopted whole once synced: a reader that
-  // skips the MDS (OpenResolved) sees the object absent or complete, never half restored.
-  const ObjectId staging = HsmStagingId(id);
-  CIUIC_RETURN_IF_ERROR(ost->Release(staging));  // what a restore cut short left
-  // Chunks are fetched, checked and written kRestoreChunksInFlight at a time: one GET at a
-  // time left a restore far below what the store gives to parallel ranged GETs.
-  const uint64_t chunks = (c.length + kChunk - 1) / kChunk;
-  std::atomic<uint64_t> next{0};
-  std::mutex mu;
-  Status first;
-  auto work = [&] {
-    AlignedBuffer buf;  // reused: a fresh 4 MiB buffer per chunk cost a page fault per page
-    for (uint64_t i; (i = next.fetch_add(1)) < chunks;) {
-      Status s = RestoreChunk(ost, staging, key, c, i * kChunk, &buf);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> l(mu);
-        if (first.ok())
-          first = std::move(s);
-        next = chunks;  // the others stop after their chunk
-      }
-    }
-  };
-  std::vector<std::thread> helpers;
-  for (uint64_t t = 1; t < std::min<uint64_t>(kRestoreChunksInFlight, chunks); ++t)
-    helpers.emplace_back(work);
-  work();
-  for (auto& t : helpers)
-    t.join();
-  CIUIC_RETURN_IF_ERROR(first);
-  if (c.length == 0) {
-    // An empty object is no object.
-    CIUIC_RETURN_IF_ERROR(ost->Release(id));
-    return c.length;
-  }
-  CIUIC_RETURN_IF_ERROR(ost->Sync({staging}));
-  CIUIC_RETURN_IF_ERROR(ost->Adopt(staging, id));
-  return c.length;
+  CIUIC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectFill> f, StartRestore(ost, id, version));
+  return f->Wait();
 }
 
 Result<objstore::ObjectStore*> HsmMover::RepoStore(const std::string& url) {
@@ -352,92 +327,65 @@ Result<uint64_t> HsmMover::VerifyRepo(const RepoSource& src) {
   return src.file_size;
 }
 
+Result<std::shared_ptr<ObjectFill>> HsmMover::StartRepoRestore(OstStore* ost,
+                                                               const ObjectId& id,
+                                                               const RepoSource& src) {
+  if (auto f = fills_.Find(ost->index(), id))
+    return f;
+  // Loaded lately and whole: its bytes are here, whatever the object became since.
+  if (auto f =
+          fills_.EndedIfWhole(ost, id, ObjectLengthForFileSize(src.comp, id.stripe, src.file_size)))
+    return f;
+  CIUIC_ASSIGN_OR_RETURN(objstore::ObjectStore * store, RepoStore(src.url));
+  CIUIC_RETURN_IF_ERROR(CheckSource(store, src, "since it was imported"));
+  FillSpec spec;
+  spec.ost = ost;
+  spec.id = id;
+  spec.staging = HsmStagingId(id);
+  spec.length = ObjectLengthForFileSize(src.comp, id.stripe, src.file_size);
+  spec.what = fmt::format("'{}' of {}", src.key, store->Describe());
+  // Object bytes [off, off + len) are whole stripe units of the file (but the last), each a
+  // ranged GET: object offset o of stripe s is file offset
+  // start + ((o / unit) * count + s) * unit + o % unit.
+  spec.fetch = [this, store, src, stripe = id.stripe](uint64_t off, uint64_t len,
+                                                      AlignedBuffer* buf) -> Status {
+    const uint64_t unit = src.comp.stripe_size;
+    char* dst = reinterpret_cast<char*>(buf->data());
+    for (uint64_t pos = off; pos < off + len;) {
+      const uint64_t in_unit = pos % unit;
+      const uint64_t n = std::min(unit - in_unit, off + len - pos);
+      const uint64_t file_off =
+          src.comp.start + ((pos / unit) * src.comp.stripe_count + stripe) * unit + in_unit;
+      Result<size_t> got = store->Get(src.key, file_off, std::span<char>(dst + (pos - off), n));
+      if (!got.ok()) {
+        if (got.status().code() == StatusCode::kNotFound) {
+          Status gone = CheckSource(store, src, "while it was restored");
+          return gone.ok() ? got.status() : gone;
+        }
+        return got.status();
+      }
+      if (*got != n) {
+        return Status::Corruption(fmt::format(
+            "object '{}' of {} ends at {}, imported with {} bytes: it changed while it was "
+            "restored",
+            src.key, store->Describe(), file_off + *got, src.file_size));
+      }
+      pos += n;
+    }
+    return Status::OK();
+  };
+  // A change during the GETs could have mixed two versions.
+  spec.finish_check = [this, store, src] {
+    return CheckSource(store, src, "while it was restored");
+  };
+  return fills_.Start(std::move(spec));
+}
+
 Result<uint64_t> HsmMover::RestoreFromRepo(OstStore* ost,
                                            const ObjectId& id,
                                            const RepoSource& src) {
-  CIUIC_ASSIGN_OR_RETURN(objstore::ObjectStore * store, RepoStore(src.url));
-  CIUIC_RETURN_IF_ERROR(CheckSource(store, src, "since it was imported"));
-  const ObjectId staging = HsmStagingId(id);
-  CIUIC_RETURN_IF_ERROR(ost->Release(staging));
-  // The pieces of the file this object holds, cut into chunks, a window of the file at a time:
-  // the extents of a huge file are never listed whole.
-  struct Piece {
-    uint64_t file_off, obj_off, len;
-  };
-  FileLayout layout;
-  layout.components.push_back(src.comp);
-  const uint64_t end = std::min(src.comp.end, src.file_size);
-  uint64_t length = 0;
-  Status first;
-  std::vector<Piece> pieces;
-  for (uint64_t at = src.comp.start; at < end && first.ok();) {
-    const uint64_t window = std::min<uint64_t>(end - at, uint64_t{1} << 30);
-    pieces.clear();
-    for (const StripeExtent& e : MapRange(layout, at, window)) {
-      if (e.stripe != id.stripe)
-        continue;
-      for (uint64_t done = 0; done < e.len; done += kChunk) {
-        const uint64_t n = std::min(kChunk, e.len - done);
-        pieces.push_back(Piece{e.file_offset + done, e.obj_offset + done, n});
-        length = std::max(length, e.obj_offset + done + n);
-      }
-    }
-    at += window;
-    std::atomic<size_t> next{0};
-    std::mutex mu;
-    auto work = [&] {
-      AlignedBuffer buf;
-      for (size_t i; (i = next.fetch_add(1)) < pieces.size();) {
-        const Piece& p = pieces[i];
-        buf.Resize(p.len);
-        Status s;
-        Result<size_t> got = store->Get(
-            src.key, p.file_off, std::span<char>(reinterpret_cast<char*>(buf.data()), p.len));
-        if (!got.ok()) {
-          s = got.status().code() == StatusCode::kNotFound
-                  ? CheckSource(store, src, "while it was restored")
-                  : got.status();
-          if (s.ok())
-            s = got.status();
-        } else if (*got != p.len) {
-          s = Status::Corruption(fmt::format(
-              "object '{}' of {} ends at {}, imported with {} bytes: it changed while it was "
-              "restored",
-              src.key, store->Describe(), p.file_off + *got, src.file_size));
-        } else {
-          std::promise<Result<uint64_t>> done;
-          ost->WriteAsync(staging, p.obj_off, &buf,
-                          [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
-          s = done.get_future().get().status();
-        }
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> l(mu);
-          if (first.ok())
-            first = std::move(s);
-          next = pieces.size();
-        }
-      }
-    };
-    std::vector<std::thread> helpers;
-    for (uint64_t t = 1; t < std::min<uint64_t>(kRestoreChunksInFlight, pieces.size()); ++t)
-      helpers.emplace_back(work);
-    work();
-    for (auto& t : helpers)
-      t.join();
-  }
-  if (first.ok())  // a change during the GETs could have mixed two versions
-    first = CheckSource(store, src, "while it was restored");
-  if (!first.ok()) {
-    ost->Release(staging).IgnoreError();
-    return first;
-  }
-  if (length == 0) {
-    CIUIC_RETURN_IF_ERROR(ost->Release(id));
-    return length;
-  }
-  CIUIC_RETURN_IF_ERROR(ost->Sync({staging}));
-  CIUIC_RETURN_IF_ERROR(ost->Adopt(staging, id));
-  return length;
+  CIUIC_ASSIGN_OR_RETURN(std::shared_ptr<ObjectFill> f, StartRepoRestore(ost, id, src));
+  return f->Wait();
 }
 
 Status HsmMover::Remove(const ObjectId& id, uint64_t version) {

@@ -29,6 +29,7 @@
 #include "common/fid.h"
 #include "common/status.h"
 #include "objstore/object_store.h"
+#include "oss/hsm_fill.h"
 #include "oss/ost_store.h"
 
 namespace ciuic::oss {
@@ -69,8 +70,12 @@ struct RepoSource {
 class HsmMover {
  public:
   // `store` is not owned and must outlive the mover.
-  HsmMover(objstore::ObjectStore* store, std::string cluster_uuid)
-      : store_(store), uuid_(std::move(cluster_uuid)) {}
+  // `fill_threads` fetch the chunks (`fill_chunk` bytes) of every restore of the OSS.
+  HsmMover(objstore::ObjectStore* store,
+           std::string cluster_uuid,
+           int fill_threads = 8,
+           uint64_t fill_chunk = kFillChunk)
+      : store_(store), uuid_(std::move(cluster_uuid)), fills_(fill_threads, fill_chunk) {}
 
   // Copies object `id` of `ost` to the store as version `version`, then its CRCs. An existing
   // complete copy that matches the object is kept (a retried archive). Returns the object's
@@ -84,6 +89,12 @@ class HsmMover {
   // and synced under HsmStagingId(id), then adopted whole, so nobody ever reads a half-restored
   // object. kCorruption naming the key on a bad block, kNotFound when the copy is missing.
   Result<uint64_t> Restore(OstStore* ost, const ObjectId& id, uint64_t version);
+  // Restore by extents: starts restoring `id` in the background (or joins the restore of it in
+  // progress) and returns once readers may wait on it (FillEngine). Reads of the object then
+  // go through fills().Find. The archived CRCs are loaded first: a missing copy fails here.
+  Result<std::shared_ptr<ObjectFill>> StartRestore(OstStore* ost,
+                                                   const ObjectId& id,
+                                                   uint64_t version);
   // Deletes the archived copy of `version` (CRCs first, so a half-removed copy is incomplete).
   Status Remove(const ObjectId& id, uint64_t version);
 
@@ -93,9 +104,13 @@ class HsmMover {
   // "... changed since it was imported" name the key, never wrong bytes. VerifyRepo is that
   // Head check alone (a release of an imported file). Both return the bytes of `id`.
   Result<uint64_t> RestoreFromRepo(OstStore* ost, const ObjectId& id, const RepoSource& src);
+  Result<std::shared_ptr<ObjectFill>> StartRepoRestore(OstStore* ost,
+                                                       const ObjectId& id,
+                                                       const RepoSource& src);
   Result<uint64_t> VerifyRepo(const RepoSource& src);
 
   std::string Describe() const { return store_->Describe(); }
+  FillEngine& fills() { return fills_; }
 
  private:
   // Reads the object's blocks [offset, offset + len) from the OST, checks them against its
@@ -108,14 +123,6 @@ class HsmMover {
                     std::vector<uint32_t>* crcs,
                     std::string* dst);
   Result<ArchivedCrcs> LoadCrcs(const ObjectId& id, uint64_t version);
-  // One chunk of Restore: GETs [off, off + chunk) of `key`, checks it against `c` and writes it
-  // to `staging` through `buf` (the caller's, reused). Called from several threads at once.
-  Status RestoreChunk(OstStore* ost,
-                      const ObjectId& staging,
-                      const std::string& key,
-                      const ArchivedCrcs& c,
-                      uint64_t off,
-                      AlignedBuffer* buf);
 
   // The store of a repository URL, opened on first use and kept.
   Result<objstore::ObjectStore*> RepoStore(const std::string& url);
@@ -126,6 +133,7 @@ class HsmMover {
   const std::string uuid_;
   std::mutex repo_mu_;
   std::map<std::string, std::unique_ptr<objstore::ObjectStore>> repos_;
+  FillEngine fills_;  // last: its workers use the stores above
 };
 
 }  // namespace ciuic::oss

@@ -4,7 +4,10 @@
 
 #include <fcntl.h>
 
+#include <chrono>
+#include <future>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -199,6 +202,115 @@ TEST_F(HsmMoverTest, RestoreStagesTheObjectAndAdoptsItWhole) {
   EXPECT_EQ(ReadObject(id_), data);
   EXPECT_TRUE(ost_->VerifyRange(id_, 0, data.size()).ok());
   EXPECT_FALSE(ost_->Stat(staging)->exists);
+}
+
+// Restore by extents: a reader's chunks jump the queue. A slow store (10 ms per GET), two fill
+// threads and 64 chunks: the reader of the last chunk is served long before the fill ends,
+// from the staging object, and the fill adopts the object whole only once that read is over.
+TEST_F(HsmMoverTest, RestoreByExtentsServesAReadersChunksFirst) {
+  HsmMover mover{&store_, kUuid, /*fill_threads=*/2, /*fill_chunk=*/64 << 10};
+  const std::string data = RandomBytes(4 << 20, 6);
+  WriteObject(id_, data);
+  ASSERT_TRUE(mover.Archive(ost_.get(), id_, 1).ok());
+  ASSERT_TRUE(ost_->Release(id_).ok());
+  store_.TEST_SetGetHook([](std::string_view key, uint64_t) {
+    if (!key.ends_with(".crc"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  auto f = mover.StartRestore(ost_.get(), id_, 1);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ((*f)->chunk_count(), 64u);
+  const uint64_t at = data.size() - 10000;
+  std::promise<std::pair<Status, bool>> ready;
+  (*f)->WhenReadable(at, 5000, [&](Status s, bool staging) { ready.set_value({s, staging}); });
+  auto got = ready.get_future();
+  ASSERT_EQ(got.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto [st, staging] = got.get();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(staging);
+  EXPECT_LT((*f)->chunks_done(), (*f)->chunk_count() / 2);
+  auto r = ost_->Read((*f)->staging(), at, 5000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(
+      std::string(reinterpret_cast<const char*>(r->data->data()) + (at - r->aligned_offset), 5000),
+      data.substr(at, 5000));
+  // Pinned: every chunk can arrive, but the staging object keeps its name until Unpin.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((*f)->chunks_done() < (*f)->chunk_count() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ((*f)->chunks_done(), (*f)->chunk_count());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(mover.fills().Find(0, id_), *f);
+  EXPECT_FALSE(ost_->Stat(id_)->exists);
+  (*f)->Unpin();
+  auto w = (*f)->Wait();
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(*w, data.size());
+  store_.TEST_SetGetHook(nullptr);
+  EXPECT_EQ(mover.fills().Find(0, id_), nullptr);
+  EXPECT_EQ(ReadObject(id_), data);
+  EXPECT_FALSE(ost_->Stat((*f)->staging())->exists);
+  // A second start of the same object while one runs joins it; after the end, the outcome is
+  // remembered for a late waiter.
+  auto recent = mover.fills().Recent(0, id_);
+  ASSERT_TRUE(recent.has_value());
+  EXPECT_EQ(**recent, data.size());
+  // A reader after the end reads the object itself.
+  std::promise<std::pair<Status, bool>> late;
+  (*f)->WhenReadable(0, 10, [&](Status s, bool staging) { late.set_value({s, staging}); });
+  auto l = late.get_future().get();
+  EXPECT_TRUE(l.first.ok());
+  EXPECT_FALSE(l.second);
+}
+
+// A bad chunk fails the readers waiting on the fill and the fill itself, and leaves neither
+// the object nor its staging object behind.
+TEST_F(HsmMoverTest, RestoreByExtentsFailsItsReadersOnACorruptChunk) {
+  HsmMover mover{&store_, kUuid, /*fill_threads=*/2, /*fill_chunk=*/64 << 10};
+  const std::string data = RandomBytes(1 << 20, 7);
+  WriteObject(id_, data);
+  ASSERT_TRUE(mover.Archive(ost_.get(), id_, 1).ok());
+  ASSERT_TRUE(ost_->Release(id_).ok());
+  std::string bad = data;
+  bad[(1 << 20) - 5] ^= 1;
+  ASSERT_TRUE(store_.Put(HsmObjectKey(kUuid, id_, 1), bad).ok());
+  auto f = mover.StartRestore(ost_.get(), id_, 1);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::promise<Status> ready;
+  (*f)->WhenReadable((1 << 20) - 100, 100, [&](Status s, bool) { ready.set_value(s); });
+  Status st = ready.get_future().get();
+  EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+  auto w = (*f)->Wait();
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(ost_->Stat(id_)->exists);
+  EXPECT_FALSE(ost_->Stat(HsmStagingId(id_))->exists);
+}
+
+// Two starts of one object: one fill, and both wait on it.
+TEST_F(HsmMoverTest, ASecondStartJoinsTheFillInProgress) {
+  HsmMover mover{&store_, kUuid, /*fill_threads=*/1, /*fill_chunk=*/64 << 10};
+  const std::string data = RandomBytes(1 << 20, 8);
+  WriteObject(id_, data);
+  ASSERT_TRUE(mover.Archive(ost_.get(), id_, 1).ok());
+  ASSERT_TRUE(ost_->Release(id_).ok());
+  std::promise<void> open_gate;
+  std::shared_future<void> gate = open_gate.get_future().share();
+  store_.TEST_SetGetHook([gate](std::string_view key, uint64_t) {
+    if (!key.ends_with(".crc"))
+      gate.wait();
+  });
+  auto a = mover.StartRestore(ost_.get(), id_, 1);
+  ASSERT_TRUE(a.ok());
+  const uint64_t gets = store_.TEST_calls().get;
+  auto b = mover.StartRestore(ost_.get(), id_, 1);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(store_.TEST_calls().get, gets);  // not even the CRCs again
+  open_gate.set_value();
+  EXPECT_EQ(*(*b)->Wait(), data.size());
+  store_.TEST_SetGetHook(nullptr);
+  EXPECT_EQ(ReadObject(id_), data);
 }
 
 // An OST block that fails its own checksum is never archived.

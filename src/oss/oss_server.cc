@@ -37,6 +37,11 @@ constexpr uint32_t kHsmRestore = 3;
 constexpr uint32_t kHsmRemove = 4;
 constexpr uint32_t kHsmRepoRestore = 5;
 constexpr uint32_t kHsmRepoVerify = 6;
+// Restore by extents: 7 and 8 start restore 3 and 5 in the background and answer once readers
+// may wait on it; 9 answers when the object's restore ends (its outcome).
+constexpr uint32_t kHsmRestoreStart = 7;
+constexpr uint32_t kHsmRepoRestoreStart = 8;
+constexpr uint32_t kHsmRestoreWait = 9;
 
 // Returns the budget when the last holder (a reply in the network queue) lets go.
 struct BudgetHold {
@@ -182,13 +187,15 @@ void OssServer::Stop() {
     rpc_->Stop();
   if (shm_ != nullptr)
     shm_->Stop();
+  // Restores in the background write to the OSTs: they end (cut short) before the OSTs close.
+  if (hsm_pool_ != nullptr)
+    hsm_pool_->Stop();
+  mover_.reset();
   for (auto& [index, store] : osts_) {
     Status st = store->Close();
     if (!st.ok())
       LOG_ERROR("{}", st.ToString());
   }
-  if (hsm_pool_ != nullptr)
-    hsm_pool_->Stop();
   if (pool_ != nullptr)
     pool_->Stop();
   osts_.clear();
@@ -337,17 +344,49 @@ void OssServer::HandleRead(net::ServerCall call) {
   if (!st.ok())
     return call.ReplyError(st);
   CountRead(req.obj());
+  if (mover_ != nullptr) {
+    if (std::shared_ptr<ObjectFill> f = mover_->fills().Find(req.ost(), net::FromPb(req.obj()))) {
+      // Restore by extents: the object is being restored; this read waits for its own chunks
+      // (fetched next) and reads them from the staging object (hsm_fill.h).
+      auto c = std::make_shared<net::ServerCall>(std::move(call));
+      auto r = std::make_shared<pb::ReadReq>(std::move(req));
+      f->WhenReadable(r->offset(), r->length(), [this, c, r, store, f](Status s, bool staging) {
+        if (!s.ok()) {
+          // A bad or missing copy is the reader's EIO, never wrong bytes; "not now" stays
+          // retryable.
+          if (s.code() == StatusCode::kCorruption || s.code() == StatusCode::kNotFound)
+            s = Status::IoError(fmt::format("restore failed: {}", s.message()));
+          return c->ReplyError(s);
+        }
+        ReadObject(std::move(*c), store, *r, staging ? f : nullptr);
+      });
+      return;
+    }
+  }
+  ReadObject(std::move(call), store, req, nullptr);
+}
+
+void OssServer::ReadObject(net::ServerCall call,
+                           OstStore* store,
+                           const pb::ReadReq& req,
+                           std::shared_ptr<ObjectFill> staged) {
   const uint64_t bytes = AlignUp(req.length(), kBlockSize) + 2 * kBlockSize;
   if (req.shm_token() != 0)
-    return ReadIntoShm(std::move(call), store, req, bytes);
-  if (!AcquireBudget(bytes))
+    return ReadIntoShm(std::move(call), store, req, bytes, std::move(staged));
+  if (!AcquireBudget(bytes)) {
+    if (staged)
+      staged->Unpin();
     return call.ReplyError(Busy());
+  }
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   OstCounters* m = CountersOf(req.ost());
   OpBegin(m, OstOp::kRead);
   store->ReadAsync(
-      net::FromPb(req.obj()), req.offset(), req.length(),
-      [this, c, bytes, m, offset = req.offset(), length = req.length()](Result<ReadResult> r) {
+      staged ? staged->staging() : net::FromPb(req.obj()), req.offset(), req.length(),
+      [this, c, bytes, m, staged, offset = req.offset(),
+       length = req.length()](Result<ReadResult> r) {
+        if (staged)
+          staged->Unpin();
         OpEnd(m, OstOp::kRead, r.ok(), r.ok() ? BytesRead(*r, offset, length) : 0);
         if (!r.ok()) {
           ReleaseBudget(bytes);
@@ -356,7 +395,7 @@ void OssServer::HandleRead(net::ServerCall call) {
         pb::ReadResp resp;
         resp.set_aligned_offset(r->aligned_offset);
         resp.set_object_length(r->object_length);
-        resp.set_exists(r->exists);
+        resp.set_exists(r->exists || staged != nullptr);
         resp.mutable_block_crcs()->Add(r->block_crcs.begin(), r->block_crcs.end());
         auto hold = std::make_shared<BudgetHold>();
         hold->release = [this, bytes] { ReleaseBudget(bytes); };
@@ -369,9 +408,15 @@ void OssServer::HandleRead(net::ServerCall call) {
 void OssServer::ReadIntoShm(net::ServerCall call,
                             OstStore* store,
                             const pb::ReadReq& req,
-                            uint64_t bytes) {
+                            uint64_t bytes,
+                            std::shared_ptr<ObjectFill> staged) {
+  auto unpin = [&staged] {  // a read that does not run gives its pin back
+    if (staged)
+      staged->Unpin();
+  };
   std::shared_ptr<MappedShm> region = shm_ ? shm_->Find(req.shm_token()) : nullptr;
   if (region == nullptr) {
+    unpin();
     // The client falls back to TCP (and registers again) on kNotFound for a shared-memory read.
     return call.ReplyError(Status::NotFound(
         fmt::format("shared-memory region {:016x} is not registered here", req.shm_token())));
@@ -380,20 +425,26 @@ void OssServer::ReadIntoShm(net::ServerCall call,
   const uint64_t span = AlignUp(req.offset() + req.length(), kBlockSize) - a0;
   uint8_t* dest = region->At(req.shm_offset(), span);
   if (dest == nullptr || req.shm_offset() % kBlockSize != 0) {
+    unpin();
     return call.ReplyError(Status::InvalidArgument(
         fmt::format("shared-memory read of {} bytes at region offset {}: outside the {}-byte "
                     "region or not 4 KiB-aligned",
                     span, req.shm_offset(), region->size())));
   }
   // The budget bounds reads in flight (no OSS memory is held, but the disk queue is).
-  if (!AcquireBudget(bytes))
+  if (!AcquireBudget(bytes)) {
+    unpin();
     return call.ReplyError(Busy());
+  }
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   OstCounters* m = CountersOf(req.ost());
   OpBegin(m, OstOp::kRead);
-  store->ReadIntoAsync(net::FromPb(req.obj()), req.offset(), req.length(), dest,
-                       [this, c, bytes, m, offset = req.offset(), length = req.length(),
+  store->ReadIntoAsync(staged ? staged->staging() : net::FromPb(req.obj()), req.offset(),
+                       req.length(), dest,
+                       [this, c, bytes, m, staged, offset = req.offset(), length = req.length(),
                         region = std::move(region)](Result<ReadResult> r) {
+                         if (staged)
+                           staged->Unpin();
                          ReleaseBudget(bytes);
                          OpEnd(m, OstOp::kRead, r.ok(), r.ok() ? BytesRead(*r, offset, length) : 0);
                          if (!r.ok())
@@ -404,7 +455,7 @@ void OssServer::ReadIntoShm(net::ServerCall call,
                          pb::ReadResp resp;
                          resp.set_aligned_offset(r->aligned_offset);
                          resp.set_object_length(r->object_length);
-                         resp.set_exists(r->exists);
+                         resp.set_exists(r->exists || staged != nullptr);
                          resp.mutable_block_crcs()->Add(r->block_crcs.begin(), r->block_crcs.end());
                          resp.set_in_shm(true);
                          resp.set_shm_len(r->dest_len);
@@ -570,13 +621,12 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
         Status::NotSupported(fmt::format("the OSS serving OST {} has no cold tier", req.ost())));
   }
   const uint32_t op = req.op();
-  if (op < kHsmArchive || op > kHsmRepoVerify)
+  if (op < kHsmArchive || op > kHsmRestoreWait)
     return call.ReplyError(Status::InvalidArgument(fmt::format("unknown HSM operation {}", op)));
   // Restoring and checking a copy change nothing the file's readers could see; archiving and
   // removing copies are the owner's (the MDS checked) and need the write right.
-  const bool repo = op == kHsmRepoRestore || op == kHsmRepoVerify;
-  const uint32_t rights =
-      op == kHsmRestore || op == kHsmVerify || repo ? net::kCapRead : net::kCapWrite;
+  const bool repo = op == kHsmRepoRestore || op == kHsmRepoVerify || op == kHsmRepoRestoreStart;
+  const uint32_t rights = op == kHsmArchive || op == kHsmRemove ? net::kCapWrite : net::kCapRead;
   st = CheckCap(call, req.cap(), req.obj(), rights);
   if (!st.ok())
     return call.ReplyError(st);
@@ -607,13 +657,54 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   const ObjectId obj = net::FromPb(req.obj());
   const uint64_t version = req.version();
-  bool queued = hsm_pool_->TrySubmit([this, c, store, obj, op, version, src] {
+  auto answer = [this, c](Result<uint64_t> r) {
+    if (!r.ok())
+      return c->ReplyError(r.status());
+    pb::HsmObjResp resp;
+    resp.set_length(*r);
+    resp.set_backend(mover_->Describe());
+    c->Reply(resp);
+  };
+  if (op == kHsmRestoreWait) {
+    // The outcome of the object's restore: in progress, ended lately, or (the OSS restarted
+    // meanwhile) whatever the OST holds now: an object there is a complete one.
+    if (auto f = mover_->fills().Find(store->index(), obj))
+      return f->WhenDone(answer);
+    if (auto r = mover_->fills().Recent(store->index(), obj))
+      return answer(*r);
+    Result<ObjStat> st = store->Stat(obj);
+    if (st.ok() && !st->exists) {
+      st = Status::NotFound(
+          fmt::format("OST {} object {}: no restore of it is in progress here (was the OSS "
+                      "restarted?); open the file again to restore it",
+                      store->index(), obj.FileName()));
+    }
+    return answer(st.ok() ? Result<uint64_t>(st->length) : Result<uint64_t>(st.status()));
+  }
+  bool queued = hsm_pool_->TrySubmit([this, c, store, obj, op, version, src, answer] {
+    if (op == kHsmRestore || op == kHsmRepoRestore || op == kHsmRestoreStart ||
+        op == kHsmRepoRestoreStart) {
+      // Restores run as fills (hsm_fill.h): the start answers once readers may wait on it, a
+      // whole restore when it ends.
+      Result<std::shared_ptr<ObjectFill>> f = Status::Internal("no result");
+      try {
+        f = op == kHsmRestore || op == kHsmRestoreStart ? mover_->StartRestore(store, obj, version)
+                                                        : mover_->StartRepoRestore(store, obj, src);
+      } catch (const std::exception& e) {
+        f = Status::Internal(fmt::format("HSM restore of {}: {}", obj.FileName(), e.what()));
+      }
+      if (!f.ok()) {
+        LOG_WARN("hsm: restore of OST {} object {}: {}", store->index(), obj.FileName(),
+                 f.status().ToString());
+        return answer(f.status());
+      }
+      if (op == kHsmRestoreStart || op == kHsmRepoRestoreStart)
+        return answer((*f)->length());
+      return (*f)->WhenDone(answer);
+    }
     Result<uint64_t> r = Status::Internal("no result");
     try {
       switch (op) {
-        case kHsmRepoRestore:
-          r = mover_->RestoreFromRepo(store, obj, src);
-          break;
         case kHsmRepoVerify:
           r = mover_->VerifyRepo(src);
           break;
@@ -622,9 +713,6 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
           break;
         case kHsmVerify:
           r = mover_->Verify(store, obj, version);
-          break;
-        case kHsmRestore:
-          r = mover_->Restore(store, obj, version);
           break;
         case kHsmRemove:
         default: {
@@ -638,12 +726,8 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
     if (!r.ok()) {
       LOG_WARN("hsm: op {} of OST {} object {} version {}: {}", op, store->index(), obj.FileName(),
                version, r.status().ToString());
-      return c->ReplyError(r.status());
     }
-    pb::HsmObjResp resp;
-    resp.set_length(*r);
-    resp.set_backend(mover_->Describe());
-    c->Reply(resp);
+    answer(std::move(r));
   });
   if (!queued)
     c->ReplyError(Status::Unavailable("OSS HSM queue full; retry"));

@@ -58,6 +58,7 @@ class OstStore;
 class ReadBufferPool;
 class ShmRegistry;
 class HsmMover;
+class ObjectFill;
 
 class OssServer {
  public:
@@ -168,7 +169,17 @@ class OssServer {
 
   void HandleWrite(net::ServerCall call);
   void HandleRead(net::ServerCall call);
-  void ReadIntoShm(net::ServerCall call, OstStore* store, const pb::ReadReq& req, uint64_t bytes);
+  // Reads the object (or, `staged`, the staging object of its restore in progress: a pin the
+  // read gives back when it is over).
+  void ReadObject(net::ServerCall call,
+                  OstStore* store,
+                  const pb::ReadReq& req,
+                  std::shared_ptr<ObjectFill> staged);
+  void ReadIntoShm(net::ServerCall call,
+                   OstStore* store,
+                   const pb::ReadReq& req,
+                   uint64_t bytes,
+                   std::shared_ptr<ObjectFill> staged);
   void HandleSync(net::ServerCall call);
   void HandlePunch(net::ServerCall call);
   void HandleDestroy(net::ServerCall call);

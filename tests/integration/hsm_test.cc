@@ -4,8 +4,11 @@
 // OSSes share in this process (mem://<cluster uuid>), so a test can corrupt or delete a copy.
 #include <fcntl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -112,6 +115,19 @@ HsmState StateOf(Client& c, const std::string& path) {
   return s.ok() ? s->state : HsmState::kNone;
 }
 
+// A reader's restore is recorded when the OSSes report its end, after the read returned
+// (restore by extents): the state once it settles on `want` (or what it is after 20 s).
+HsmState WaitState(Client& c, const std::string& path, HsmState want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto s = c.HsmGetState(path);
+    if (s.ok() && s->state == want)
+      return want;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return StateOf(c, path);
+}
+
 TEST(HsmTest, ArchiveReleaseReadGivesTheSameBytesAndFreesTheObjects) {
   auto cluster = StartCluster();
   ASSERT_NE(cluster, nullptr);
@@ -149,6 +165,7 @@ TEST(HsmTest, ArchiveReleaseReadGivesTheSameBytesAndFreesTheObjects) {
   auto got = c->ReadFile("/f");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(*got == data);
+  EXPECT_EQ(WaitState(*c, "/f", HsmState::kArchived), HsmState::kArchived);
   s = c->HsmGetState("/f");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->state, HsmState::kArchived);
@@ -211,7 +228,81 @@ TEST(HsmTest, AReadFromAResolvedLayoutRestoresAReleasedFile) {
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, data.size());
   EXPECT_TRUE(got == data);
-  EXPECT_EQ(StateOf(*c, "/ds"), HsmState::kArchived);
+  EXPECT_EQ(WaitState(*c, "/ds", HsmState::kArchived), HsmState::kArchived);
+}
+
+// Restore by extents through the client: a reader of a released file gets its range while the
+// rest of the file still waits on the cold tier (its GETs held back here), and a second client
+// opening the file meanwhile joins that restore instead of waiting for it to end.
+TEST(HsmTest, AReaderWaitsOnlyForTheRangesItReads) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_NE(c, nullptr);
+  const std::string data = Pattern(64 << 20, 21);  // 4 objects of 16 MiB: 4 chunks each
+  ASSERT_TRUE(WriteStriped(*c, "/big", data).ok());
+  ASSERT_TRUE(c->HsmArchive("/big").ok());
+  ASSERT_TRUE(c->HsmRelease("/big").ok());
+  auto st = c->Stat("/big");
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(WaitObjectsGone(*cluster, *st));
+
+  // File offset 577 * 64 KiB + 10 is stripe 1, object offset 9 MiB + 10: its chunk 2.
+  const uint64_t at = 577 * (64 << 10) + 10;
+  const uint64_t chunk_off = 8 << 20;
+  std::promise<void> open_gate;
+  std::shared_future<void> gate = open_gate.get_future().share();
+  std::atomic<bool> gate_open{false};
+  auto release_gate = [&] {
+    if (!gate_open.exchange(true))
+      open_gate.set_value();
+  };
+  std::atomic<int> held{0};
+  ColdTier(*cluster)->TEST_SetGetHook([&, gate](std::string_view key, uint64_t offset) {
+    if (key.ends_with(".crc") || (key.ends_with(".1") && offset == chunk_off))
+      return;
+    held.fetch_add(1);
+    gate.wait();
+  });
+  struct Ungate {
+    std::function<void()> f;
+    ~Ungate() { f(); }
+  } ungate{[&] {
+    release_gate();
+    ColdTier(*cluster)->TEST_SetGetHook(nullptr);
+  }};
+
+  auto read_at = [&](Client* cl) {
+    return std::async(std::launch::async, [cl, at]() -> Result<std::string> {
+      CIUIC_ASSIGN_OR_RETURN(auto f, cl->Open("/big", O_RDONLY, 0));
+      std::string buf(100, '\0');
+      CIUIC_ASSIGN_OR_RETURN(size_t n, f->Pread(buf.data(), buf.size(), at));
+      buf.resize(n);
+      return buf;
+    });
+  };
+  auto first = read_at(c.get());
+  ASSERT_EQ(first.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto got = first.get();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, data.substr(at, 100));
+  EXPECT_GT(held.load(), 0);  // the rest of the file was still on its way
+  EXPECT_EQ(StateOf(*c, "/big"), HsmState::kReleased);
+
+  auto c2 = Connect(cluster.get());
+  ASSERT_NE(c2, nullptr);
+  auto second = read_at(c2.get());
+  ASSERT_EQ(second.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto got2 = second.get();
+  ASSERT_TRUE(got2.ok()) << got2.status().ToString();
+  EXPECT_EQ(*got2, data.substr(at, 100));
+
+  release_gate();
+  EXPECT_EQ(WaitState(*c, "/big", HsmState::kArchived), HsmState::kArchived);
+  auto all = c2->ReadFile("/big");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(*all == data);
+  EXPECT_EQ(ObjectsOnOsts(*cluster, *st), 4);
 }
 
 TEST(HsmTest, AWriteMakesItDirtyAndANewArchiveReplacesTheOldCopy) {
@@ -305,7 +396,7 @@ TEST(HsmTest, ACorruptArchivedObjectIsAnIoErrorNamingTheFile) {
   EXPECT_EQ(got.status().ToErrno(), EIO);
   EXPECT_NE(got.status().message().find("/data/bad"), std::string::npos) << got.status().ToString();
   EXPECT_NE(got.status().message().find("corrupt"), std::string::npos) << got.status().ToString();
-  EXPECT_EQ(StateOf(*c, "/data/bad"), HsmState::kLost);
+  EXPECT_EQ(WaitState(*c, "/data/bad", HsmState::kLost), HsmState::kLost);
   // Still no wrong bytes on the next try.
   EXPECT_EQ(c->ReadFile("/data/bad").status().code(), StatusCode::kIoError);
 }
@@ -407,7 +498,7 @@ TEST(HsmTest, ClientKeysUseCapabilitiesAndReadOnlyKeysOnlyRestore) {
   auto got = (*reader)->ReadFile("/t/mine");
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_TRUE(*got == data);
-  EXPECT_EQ(StateOf(**reader, "/t/mine"), HsmState::kArchived);
+  EXPECT_EQ(WaitState(**reader, "/t/mine", HsmState::kArchived), HsmState::kArchived);
 }
 
 // Power cuts at varying points of archive + release, of the whole cluster, of the MDS alone and

@@ -146,6 +146,12 @@ TEST_F(RepoTest, LinkIsLazyAndReadsLoadStripes) {
   EXPECT_EQ(h->backend, url_);
   EXPECT_TRUE(Cat("/r/x/big") == big);
   EXPECT_GT(store_->TEST_calls().get, gets);
+  // Recorded once the OSSes report the restore's end, a little after the read returned.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (client_->HsmGetState("/r/x/big")->state != HsmState::kArchived &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_EQ(client_->HsmGetState("/r/x/big")->state, HsmState::kArchived);
   EXPECT_EQ(Cat("/r/small"), "tiny");
   EXPECT_EQ(Cat("/r/empty"), "");

@@ -177,6 +177,12 @@ Status MetaService::Apply(Txn& t, const pb::HsmBeginReq& req, pb::HsmBeginResp* 
   std::lock_guard<std::mutex> lock(hsm_mu_);
   auto it = hsm_busy_.find(fid);
   if (it != hsm_busy_.end() && it->second.expires_ms > now) {
+    if (op == kOpRestore && it->second.op == kOpRestore) {
+      // Restore by extents: another reader joins the restore in progress (token 0). It asks
+      // the OSSes to start (or join) each object's restore and reads; the first one ends it.
+      resp->set_token(0);
+      return Status::OK();
+    }
     return Status::Unavailable(
         fmt::format("an HSM {} of this file is in progress; retry", OpName(it->second.op)));
   }
@@ -201,7 +207,22 @@ Status MetaService::Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp
   const Fid fid = ToFid(req.fid());
   const uint32_t op = req.op();
   HsmBusy busy;
-  {
+  if (req.token() == 0 && op == kOpRestore) {
+    // A reader that joined a restore by extents and saw every object's restore end: the file
+    // is whole, whoever says so first (the one that began it may be gone). Failures are the
+    // beginner's to record.
+    if (req.failed())
+      return Status::OK();
+    pb::InodeRecord rec;
+    CIUIC_RETURN_IF_ERROR(GetInode(t, fid, &rec));
+    CIUIC_RETURN_IF_ERROR(CheckAccess(rec.attr(), req.ctx(), kMayRead, "file"));
+    std::lock_guard<std::mutex> lock(hsm_mu_);
+    auto it = hsm_busy_.find(fid);
+    if (it == hsm_busy_.end() || it->second.op != kOpRestore) {
+      return Status::Stale("no HSM restore of this file is in progress (ended already?)");
+    }
+    hsm_busy_.erase(it);
+  } else {
     std::lock_guard<std::mutex> lock(hsm_mu_);
     auto it = hsm_busy_.find(fid);
     if (it == hsm_busy_.end() || it->second.token != req.token() || it->second.op != op) {
@@ -368,6 +389,13 @@ Status MetaService::HsmOnTruncate(Txn& t, pb::InodeRecord* rec, uint64_t size) {
   CIUIC_ASSIGN_OR_RETURN(bool pending, ReleasePending(t, hsm));
   if (pending)
     return Status::Unavailable("its release is still being applied on the OSTs; retry");
+  {
+    // A restore by extents in progress would adopt the old bytes after the truncate.
+    std::lock_guard<std::mutex> lock(hsm_mu_);
+    auto it = hsm_busy_.find(fid);
+    if (it != hsm_busy_.end() && it->second.expires_ms > NowMs())
+      return Status::Unavailable("its restore from the cold tier is in progress; retry");
+  }
   // Emptied: no byte of the archived copy is needed. The copy stays, now dirty.
   rec->mutable_attr()->set_hsm_released(false);
   if (hsm.state() != 0) {
