@@ -41,6 +41,24 @@ Status ValidateKey(std::string_view key) {
   return Status::OK();
 }
 
+Result<size_t> ObjectStore::GetVersion(std::string_view key,
+                                       std::string_view etag,
+                                       uint64_t offset,
+                                       std::span<char> dst) {
+  auto check = [&]() -> Status {
+    CIUIC_ASSIGN_OR_RETURN(ObjectInfo info, Head(key));
+    if (info.etag != etag) {
+      return Status::Aborted(fmt::format("{}: object {} has ETag {}, not {} (it changed)",
+                                         Describe(), QuoteKey(key), info.etag, etag));
+    }
+    return Status::OK();
+  };
+  CIUIC_RETURN_IF_ERROR(check());
+  CIUIC_ASSIGN_OR_RETURN(size_t n, Get(key, offset, dst));
+  CIUIC_RETURN_IF_ERROR(check());
+  return n;
+}
+
 Result<std::string> ObjectStore::GetAll(std::string_view key) {
   CIUIC_ASSIGN_OR_RETURN(ObjectInfo info, Head(key));
   if (info.size == 0) {

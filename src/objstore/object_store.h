@@ -89,6 +89,16 @@ class ObjectStore {
   // as several ranged GETs at once. Returns kNotFound if there is no such object.
   virtual Result<size_t> Get(std::string_view key, uint64_t offset, std::span<char> dst) = 0;
 
+  // Get, but only from the object's version whose ETag is `etag` (as Head and List give it):
+  // kAborted naming the key when the object has another ETag (it changed), kNotFound when
+  // there is none. S3 checks it in each request (If-Match, and the ETag of the answer), so a
+  // data repository's file loads with one request per range; the default Heads before and
+  // after the Get.
+  virtual Result<size_t> GetVersion(std::string_view key,
+                                    std::string_view etag,
+                                    uint64_t offset,
+                                    std::span<char> dst);
+
   // Returns the object's size, ETag, time and metadata. kNotFound if there is none.
   virtual Result<ObjectInfo> Head(std::string_view key) = 0;
 

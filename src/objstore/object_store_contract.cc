@@ -574,6 +574,30 @@ TEST_P(ObjectStoreContractTest, RangedGet) {
   }
 }
 
+// A data repository's file loads only from the version it imported.
+TEST_P(ObjectStoreContractTest, GetVersionReadsOnlyThatVersion) {
+  const std::string data = TestBytes(3000, 9);
+  CIUIC_ASSERT_OK(store().Put("v", data));
+  Result<ObjectInfo> h = store().Head("v");
+  CIUIC_ASSERT_OK(h);
+  std::string buf(1000, '\0');
+  Result<size_t> n = store().GetVersion("v", h->etag, 1000, std::span<char>(buf));
+  CIUIC_ASSERT_OK(n);
+  EXPECT_EQ(*n, 1000u);
+  EXPECT_EQ(buf, data.substr(1000, 1000));
+  n = store().GetVersion("v", h->etag, 2500, std::span<char>(buf));  // spanning the end
+  CIUIC_ASSERT_OK(n);
+  EXPECT_EQ(*n, 500u);
+  EXPECT_EQ(buf.substr(0, 500), data.substr(2500));
+  CIUIC_ASSERT_OK(store().Put("v", TestBytes(3000, 10)));
+  Result<size_t> old = store().GetVersion("v", h->etag, 0, std::span<char>(buf));
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.status().code(), StatusCode::kAborted) << old.status().ToString();
+  CIUIC_ASSERT_OK(store().Delete("v"));
+  EXPECT_EQ(store().GetVersion("v", h->etag, 0, std::span<char>(buf)).status().code(),
+            StatusCode::kNotFound);
+}
+
 TEST_P(ObjectStoreContractTest, PutStreamAsksForDisjointPiecesCoveringTheObject) {
   const uint64_t size = StreamSize(caps());
   const std::string data = TestBytes(size, 11);

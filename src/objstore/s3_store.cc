@@ -869,6 +869,53 @@ Result<S3Store::RangeResult> S3Store::GetRange(const std::string& full_key,
   return out;
 }
 
+Result<size_t> S3Store::GetVersion(std::string_view key,
+                                   std::string_view etag,
+                                   uint64_t offset,
+                                   std::span<char> dst) {
+  CIUIC_ASSIGN_OR_RETURN(std::string full_key, FullKey(key));
+  if (dst.empty()) {
+    CIUIC_ASSIGN_OR_RETURN(ObjectInfo info, Head(key));
+    if (info.etag != etag)
+      return Status::Aborted(DescribeKey(full_key) + ": has ETag " + info.etag + ", not " +
+                             std::string(etag) + " (it changed)");
+    return size_t{0};
+  }
+  // Every range carries If-Match, and its answer's ETag is checked too (a server that ignores
+  // If-Match still names the version it sent).
+  const std::string if_match = "\"" + std::string(etag) + "\"";
+  const uint64_t chunk = opts_.part_size;
+  const size_t n = static_cast<size_t>((dst.size() + chunk - 1) / chunk);
+  std::vector<size_t> got(n, 0);
+  Status st = RunParallel(n, [&](size_t i) -> Status {
+    const uint64_t o = i * chunk;
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(chunk, dst.size() - o));
+    CIUIC_ASSIGN_OR_RETURN(RangeResult r,
+                           GetRange(full_key, offset + o, dst.subspan(o, len), if_match));
+    if (r.bytes > 0 && StripQuotes(r.etag) != etag) {
+      return Status::Aborted(DescribeKey(full_key) + ": has ETag " + StripQuotes(r.etag) +
+                             ", not " + std::string(etag) + " (it changed)");
+    }
+    got[i] = r.bytes;
+    return Status::OK();
+  });
+  CIUIC_RETURN_IF_ERROR(st);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    total += got[i];
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk, dst.size() - i * chunk));
+    if (got[i] < want) {
+      // The object ends in range i: no later range may hold bytes.
+      for (size_t j = i + 1; j < n; ++j) {
+        if (got[j] != 0)
+          return Status::Aborted(DescribeKey(full_key) + ": changed while being read");
+      }
+      break;
+    }
+  }
+  return total;
+}
+
 Result<size_t> S3Store::Get(std::string_view key, uint64_t offset, std::span<char> dst) {
   CIUIC_ASSIGN_OR_RETURN(std::string full_key, FullKey(key));
   if (dst.empty()) {

@@ -82,6 +82,10 @@ class S3Store : public ObjectStore {
                    const PutSource& source,
                    const PutOptions& opts = {}) override;
   Result<size_t> Get(std::string_view key, uint64_t offset, std::span<char> dst) override;
+  Result<size_t> GetVersion(std::string_view key,
+                            std::string_view etag,
+                            uint64_t offset,
+                            std::span<char> dst) override;
   Result<ObjectInfo> Head(std::string_view key) override;
   Result<ListPage> List(const ListOptions& opts) override;
   Status Delete(std::string_view key) override;

@@ -337,7 +337,6 @@ Result<std::shared_ptr<ObjectFill>> HsmMover::StartRepoRestore(OstStore* ost,
           fills_.EndedIfWhole(ost, id, ObjectLengthForFileSize(src.comp, id.stripe, src.file_size)))
     return f;
   CIUIC_ASSIGN_OR_RETURN(objstore::ObjectStore * store, RepoStore(src.url));
-  CIUIC_RETURN_IF_ERROR(CheckSource(store, src, "since it was imported"));
   FillSpec spec;
   spec.ost = ost;
   spec.id = id;
@@ -356,11 +355,21 @@ Result<std::shared_ptr<ObjectFill>> HsmMover::StartRepoRestore(OstStore* ost,
       const uint64_t n = std::min(unit - in_unit, off + len - pos);
       const uint64_t file_off =
           src.comp.start + ((pos / unit) * src.comp.stripe_count + stripe) * unit + in_unit;
-      Result<size_t> got = store->Get(src.key, file_off, std::span<char>(dst + (pos - off), n));
+      // Only bytes of the version imported: one request per range, no Head around it.
+      Result<size_t> got =
+          store->GetVersion(src.key, src.etag, file_off, std::span<char>(dst + (pos - off), n));
       if (!got.ok()) {
         if (got.status().code() == StatusCode::kNotFound) {
-          Status gone = CheckSource(store, src, "while it was restored");
-          return gone.ok() ? got.status() : gone;
+          return Status::NotFound(
+              fmt::format("object '{}' of {} was deleted since it was imported; its data is "
+                          "gone (ciuic repo sync removes the file)",
+                          src.key, store->Describe()));
+        }
+        if (got.status().code() == StatusCode::kAborted) {
+          return Status::Corruption(
+              fmt::format("object '{}' of {} changed since it was imported (imported ETag {}, "
+                          "{} bytes): ciuic repo sync imports the new version",
+                          src.key, store->Describe(), src.etag, src.file_size));
         }
         return got.status();
       }
@@ -373,10 +382,6 @@ Result<std::shared_ptr<ObjectFill>> HsmMover::StartRepoRestore(OstStore* ost,
       pos += n;
     }
     return Status::OK();
-  };
-  // A change during the GETs could have mixed two versions.
-  spec.finish_check = [this, store, src] {
-    return CheckSource(store, src, "while it was restored");
   };
   return fills_.Start(std::move(spec));
 }

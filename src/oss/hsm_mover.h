@@ -99,10 +99,10 @@ class HsmMover {
   Status Remove(const ObjectId& id, uint64_t version);
 
   // Data repositories. RestoreFromRepo fills object `id` with the bytes of `src`'s object that
-  // the component maps to it (ranged GETs), staged and adopted whole as Restore does. The
-  // object's Head is checked before and after: kNotFound "... was deleted" or kCorruption
-  // "... changed since it was imported" name the key, never wrong bytes. VerifyRepo is that
-  // Head check alone (a release of an imported file). Both return the bytes of `id`.
+  // the component maps to it (ranged GETs of the imported version only: GetVersion), staged
+  // and adopted whole as Restore does: kNotFound "... was deleted" or kCorruption "... changed
+  // since it was imported" name the key, never wrong bytes. VerifyRepo is a Head check of
+  // the ETag and size (a release of an imported file). Both return the bytes of `id`.
   Result<uint64_t> RestoreFromRepo(OstStore* ost, const ObjectId& id, const RepoSource& src);
   Result<std::shared_ptr<ObjectFill>> StartRepoRestore(OstStore* ost,
                                                        const ObjectId& id,

@@ -179,6 +179,12 @@ TEST_F(RepoTest, ObjectDeletedOrChangedUnderReleasedFile) {
   EXPECT_NE(r.status().message().find("/r/gone"), std::string::npos) << r.status().ToString();
   EXPECT_NE(r.status().message().find("object 'gone'"), std::string::npos) << r.status().ToString();
   EXPECT_NE(r.status().message().find("was deleted"), std::string::npos) << r.status().ToString();
+  // Recorded when the OSSes report the restore's end (the reader had the error first).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (client_->HsmGetState("/r/gone")->state != HsmState::kLost &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_EQ(client_->HsmGetState("/r/gone")->state, HsmState::kLost);
   r = client_->ReadFile("/r/moved");
   ASSERT_FALSE(r.ok());
