@@ -105,7 +105,9 @@ Status OssServer::Start() {
     if (!cold.ok())
       return cold.status().WithContext("cold tier");
     cold_ = std::move(*cold);
-    mover_ = std::make_unique<HsmMover>(cold_.get(), options_.cluster_uuid);
+    mover_ = std::make_unique<HsmMover>(
+        cold_.get(), options_.cluster_uuid, 8,
+        options_.hsm_fill_chunk != 0 ? options_.hsm_fill_chunk : kFillChunk);
     hsm_pool_ = std::make_unique<ThreadPool>(2, 1024, "oss-hsm");
     LOG_INFO("cold tier: {}", cold_->Describe());
   }
@@ -657,12 +659,14 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   const ObjectId obj = net::FromPb(req.obj());
   const uint64_t version = req.version();
-  auto answer = [this, c](Result<uint64_t> r) {
+  // May run while the mover stops (a fill cut short answers from its destructor): everything
+  // it needs is captured.
+  auto answer = [c, backend = mover_->Describe()](Result<uint64_t> r) {
     if (!r.ok())
       return c->ReplyError(r.status());
     pb::HsmObjResp resp;
     resp.set_length(*r);
-    resp.set_backend(mover_->Describe());
+    resp.set_backend(backend);
     c->Reply(resp);
   };
   if (op == kHsmRestoreWait) {

@@ -102,6 +102,8 @@ class OssServer {
     // mem://name) HSM copies stripe objects to and from; "" = none (HSM requests fail with
     // kNotSupported).
     std::string cold_tier_url;
+    // Bytes per chunk of a restore by extents (hsm_fill.h); 0: kFillChunk (4 MiB). Tests.
+    uint64_t hsm_fill_chunk = 0;
     // Serve Prometheus metrics over HTTP (GET /metrics) on this port of `host`: -1 off, 0 any
     // free port (docs/design.md, "Observability").
     int metrics_port = -1;

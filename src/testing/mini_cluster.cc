@@ -137,6 +137,7 @@ Status MiniCluster::StartOss(int i) {
   o.io_engine = options_.io_engine;
   o.heartbeat_ms = options_.heartbeat_ms;
   o.cold_tier_url = cold_tier_url_;
+  o.hsm_fill_chunk = options_.hsm_fill_chunk;
   if (!engines_.empty()) {
     o.test_engine = engines_[static_cast<size_t>(i)].get();
     o.durability_epoch = oss_epochs_[static_cast<size_t>(i)];

@@ -54,6 +54,9 @@ struct MiniClusterOptions {
   // The OSSes' cold tier (HSM): an objstore URL; "" = mem://<cluster uuid>, an in-memory store
   // of this process (SharedMemObjectStore) that outlives server restarts and power cuts.
   std::string cold_tier_url = {};
+  // The OSSes' restore-by-extents chunk (0: 4 MiB): smaller makes restores of small files
+  // take several chunks.
+  uint64_t hsm_fill_chunk = 0;
 };
 
 class MiniCluster {

@@ -305,6 +305,57 @@ TEST(HsmTest, AReaderWaitsOnlyForTheRangesItReads) {
   EXPECT_EQ(ObjectsOnOsts(*cluster, *st), 4);
 }
 
+// OSSes that stop in the middle of a restore by extents lose their fills: the reader that
+// opened the file then finds an object missing and restores the whole file again, never
+// reading holes, and every byte comes back.
+TEST(HsmTest, OssRestartsMidRestoreLoseNothing) {
+  MiniClusterOptions mo;
+  mo.hsm_fill_chunk = 1 << 20;  // 16 chunks per object
+  auto started = MiniCluster::Start(mo);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  auto cluster = std::move(*started);
+  auto c = Connect(cluster.get(), /*short_timeouts=*/true);
+  ASSERT_NE(c, nullptr);
+  const std::string data = Pattern(64 << 20, 22);
+  ASSERT_TRUE(WriteStriped(*c, "/big", data).ok());
+  ASSERT_TRUE(c->HsmArchive("/big").ok());
+  ASSERT_TRUE(c->HsmRelease("/big").ok());
+  auto st = c->Stat("/big");
+  ASSERT_TRUE(st.ok());
+  ASSERT_TRUE(WaitObjectsGone(*cluster, *st));
+  // A slow store: each OSS's 32 chunks take four rounds of its 8 fill threads.
+  std::atomic<bool> slow{true};
+  ColdTier(*cluster)->TEST_SetGetHook([&slow](std::string_view key, uint64_t) {
+    if (slow.load() && !key.ends_with(".crc"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  });
+  auto f = c->Open("/big", O_RDONLY, 0);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::string head(100, '\0');
+  auto n = (*f)->Pread(head.data(), head.size(), 0);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(head, data.substr(0, 100));
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(cluster->StopOss(i).ok());
+  slow = false;
+  ColdTier(*cluster)->TEST_SetGetHook(nullptr);
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(cluster->RestartOss(i).ok());
+  ASSERT_TRUE(cluster->WaitForOsts(4).ok());
+  // The stop came in the middle: at most the first object of each OSS was whole by then.
+  EXPECT_LT(ObjectsOnOsts(*cluster, *st), 4);
+  std::string all(data.size(), '\0');
+  auto m = (*f)->Pread(all.data(), all.size(), 0);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(*m, data.size());
+  EXPECT_TRUE(all == data);
+  ASSERT_TRUE((*f)->Close().ok());
+  EXPECT_EQ(WaitState(*c, "/big", HsmState::kArchived), HsmState::kArchived);
+  auto again = c->ReadFile("/big");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(*again == data);
+}
+
 TEST(HsmTest, AWriteMakesItDirtyAndANewArchiveReplacesTheOldCopy) {
   auto cluster = StartCluster();
   ASSERT_NE(cluster, nullptr);
