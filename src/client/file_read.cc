@@ -30,6 +30,7 @@ struct ReadOp {
   size_t left = 0;
   Status first;
   bool restore_tried = false;  // a resolved read already restored a released file once
+  bool restoring = false;      // issued while the handle's restore by extents may still run
 };
 
 // Checks one read reply and moves its bytes into place.
@@ -98,6 +99,7 @@ void OpenFile::ReadRangeOnce(
     uint8_t* buf, uint64_t len, uint64_t offset, IoCallback cb, bool restore_tried) {
   auto op = std::make_shared<ReadOp>();
   op->restore_tried = restore_tried;
+  op->restoring = restoring_.load();
   op->cb = std::move(cb);
   op->buf = buf;
   op->offset = offset;
@@ -107,7 +109,9 @@ void OpenFile::ReadRangeOnce(
   auto finish = [self, op] {
     self->node_->ranges.Release(op->ticket);
     Status st = op->first;
-    const bool restoring = self->restoring_.load();
+    // Whether this read went out while the restore could still run: another read's restore
+    // may have ended it since, but this one's missing object was read before that.
+    const bool restoring = op->restoring;
     if (st.code() == StatusCode::kStale && (self->resolved_ || restoring) && !op->restore_tried) {
       // A read that skips the MDS (OpenResolved) found an object missing: the file may have
       // been released to the cold tier. Restore it (blocking: on the pool) and read again:
@@ -174,7 +178,7 @@ void OpenFile::ReadRangeOnce(
       if (p.direct)
         call->in_dest = std::span<uint8_t>(p.dest, p.len);
       call->done = [self, op, i, finish](Result<net::Reply> r) {
-        const bool must_exist = self->resolved_ || (self->restoring_.load() && !op->restore_tried);
+        const bool must_exist = self->resolved_ || (op->restoring && !op->restore_tried);
         Status st = FinishReadPiece(self->node_->fid, op->pieces[i], must_exist, std::move(r));
         self->ThrottleDone();
         bool last;

@@ -105,6 +105,7 @@ FillEngine::~FillEngine() {
     stop_ = true;
   }
   cv_.notify_all();
+  start_cv_.notify_all();
   for (auto& t : threads_)
     t.join();
   // Whatever still runs will not end: tell its waiters.
@@ -194,11 +195,30 @@ Result<std::shared_ptr<ObjectFill>> FillEngine::Start(FillSpec spec, bool* joine
   if (joined != nullptr)
     *joined = false;
   const std::string key = KeyOf(spec.ost->index(), spec.id);
-  if (auto f = Find(spec.ost->index(), spec.id)) {
-    if (joined != nullptr)
-      *joined = true;
-    return f;
+  {
+    // One start of an object at a time: a second start's Release of the staging name must
+    // never delete what the first one's fill has written there meanwhile.
+    std::unique_lock<std::mutex> lock(mu_);
+    start_cv_.wait(lock, [&] { return stop_ || starting_.count(key) == 0; });
+    if (stop_)
+      return Status::Unavailable("the OSS is stopping");
+    auto it = fills_.find(key);
+    if (it != fills_.end()) {
+      if (joined != nullptr)
+        *joined = true;
+      return it->second;
+    }
+    starting_.insert(key);
   }
+  struct Starting {
+    FillEngine* e;
+    const std::string& key;
+    ~Starting() {
+      std::lock_guard<std::mutex> lock(e->mu_);
+      e->starting_.erase(key);
+      e->start_cv_.notify_all();
+    }
+  } starting{this, key};
   if (auto f = EndedIfWhole(spec.ost, spec.id, spec.length))
     return f;
   // What a fill cut short (a crash, a failure) left under the staging name.
@@ -208,12 +228,6 @@ Result<std::shared_ptr<ObjectFill>> FillEngine::Start(FillSpec spec, bool* joine
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_)
       return Status::Unavailable("the OSS is stopping");
-    auto it = fills_.find(key);
-    if (it != fills_.end()) {  // another start won the race (its Release came first)
-      if (joined != nullptr)
-        *joined = true;
-      return it->second;
-    }
     fills_.emplace(key, f);
     order_.push_back(f);
     active_.fetch_add(1, std::memory_order_release);

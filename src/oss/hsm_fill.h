@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,7 +151,9 @@ class FillEngine {
   const uint64_t chunk_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                                         // CIUIC_GUARDED_BY(mu_)
+  bool stop_ = false;  // CIUIC_GUARDED_BY(mu_)
+  std::condition_variable start_cv_;
+  std::set<std::string> starting_;                            // CIUIC_GUARDED_BY(mu_)
   std::map<std::string, std::shared_ptr<ObjectFill>> fills_;  // CIUIC_GUARDED_BY(mu_)
   std::deque<std::shared_ptr<ObjectFill>> order_;             // CIUIC_GUARDED_BY(mu_)
   std::map<std::string, Result<uint64_t>> recent_;            // CIUIC_GUARDED_BY(mu_)

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <random>
@@ -311,6 +312,44 @@ TEST_F(HsmMoverTest, ASecondStartJoinsTheFillInProgress) {
   EXPECT_EQ(*(*b)->Wait(), data.size());
   store_.TEST_SetGetHook(nullptr);
   EXPECT_EQ(ReadObject(id_), data);
+}
+
+// Starts of one object from several threads at once: one fill, and no start deletes the staging
+// object another's fill is writing (the bytes come back whole).
+TEST_F(HsmMoverTest, ConcurrentStartsMakeOneFill) {
+  HsmMover mover{&store_, kUuid, /*fill_threads=*/4, /*fill_chunk=*/64 << 10};
+  const std::string data = RandomBytes(2 << 20, 9);
+  WriteObject(id_, data);
+  ASSERT_TRUE(mover.Archive(ost_.get(), id_, 1).ok());
+  ASSERT_TRUE(ost_->Release(id_).ok());
+  std::atomic<int> data_gets{0};
+  store_.TEST_SetGetHook([&data_gets](std::string_view key, uint64_t) {
+    if (!key.ends_with(".crc")) {
+      data_gets.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  std::vector<std::shared_ptr<ObjectFill>> got(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto f = mover.StartRestore(ost_.get(), id_, 1);
+      if (f.ok())
+        got[i] = *f;
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (const auto& f : got) {
+    ASSERT_NE(f, nullptr);
+    auto w = f->Wait();  // the same fill, or (a late start) one that ended already
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_EQ(*w, data.size());
+  }
+  store_.TEST_SetGetHook(nullptr);
+  EXPECT_EQ(data_gets.load(), 32);  // one fill's chunks, once
+  EXPECT_EQ(ReadObject(id_), data);
+  EXPECT_TRUE(ost_->VerifyRange(id_, 0, data.size()).ok());
 }
 
 // An OST block that fails its own checksum is never archived.
