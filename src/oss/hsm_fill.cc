@@ -359,8 +359,9 @@ void FillEngine::Finish(const std::shared_ptr<ObjectFill>& f) {
   }
   if (st.ok() && s.finish_check)
     st = s.finish_check();
-  if (st.ok()) {
-    // Reads of the staging object must be over before it changes its name.
+  {
+    // Reads of the staging object must be over before it changes its name or goes: a read
+    // that found it gone would answer zeros for bytes it was promised.
     std::unique_lock<std::mutex> lock(f->mu_);
     f->pins_cv_.wait(lock, [&] { return f->pins_ == 0; });
   }
