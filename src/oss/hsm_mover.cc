@@ -346,8 +346,8 @@ Result<std::shared_ptr<ObjectFill>> HsmMover::StartRepoRestore(OstStore* ost,
   // Object bytes [off, off + len) are whole stripe units of the file (but the last), each a
   // ranged GET: object offset o of stripe s is file offset
   // start + ((o / unit) * count + s) * unit + o % unit.
-  spec.fetch = [this, store, src, stripe = id.stripe](uint64_t off, uint64_t len,
-                                                      AlignedBuffer* buf) -> Status {
+  spec.fetch = [store, src, stripe = id.stripe](uint64_t off, uint64_t len,
+                                                AlignedBuffer* buf) -> Status {
     const uint64_t unit = src.comp.stripe_size;
     char* dst = reinterpret_cast<char*>(buf->data());
     for (uint64_t pos = off; pos < off + len;) {
