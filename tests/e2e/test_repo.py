@@ -241,12 +241,17 @@ class FileRepoTest(RepoBase, unittest.TestCase):
             ciuic("mkdir", "-p", d + "/out", env=self.env)
             ciuic("put", src, d + "/out/made.txt", env=self.env)
             target = os.path.join(store, "out", "made.txt")
+            # A pass may find the file created but not yet written (`put` creates, then
+            # writes): it exports it empty, and the next pass the bytes.
+            got = None
             for _ in range(120):
                 if os.path.exists(target):
-                    break
+                    with open(target, "rb") as f:
+                        got = f.read()
+                    if got == b"written in ciuic":
+                        break
                 time.sleep(0.25)
-            with open(target, "rb") as f:
-                self.assertEqual(f.read(), b"written in ciuic")
+            self.assertEqual(got, b"written in ciuic")
             self.assertIsNone(p.poll())
         finally:
             p.kill()
