@@ -1205,6 +1205,8 @@ int Main(int argc, char** argv) {
   double repo_interval = 0;
   bool repo_copy = false;
   bool repo_export = false;
+  bool repo_export_on_close = false;
+  bool repo_no_export_on_close = false;
   for (const char* action : {"link", "sync", "export", "status"}) {
     const std::string a = action;
     const std::string help =
@@ -1228,6 +1230,15 @@ int Main(int argc, char** argv) {
       sub->add_flag("--copy", repo_copy,
                     "copy new and changed objects' bytes now (default: import them as released "
                     "files whose bytes load on first read)");
+    if (a == "link") {
+      auto* on = sub->add_flag(
+          "--export-on-close", repo_export_on_close,
+          "export each file when a writer closes it (the MDS queues it; a running `ciuic repo "
+          "sync DIR --interval S` exports it at once, any sync or export later)");
+      sub->add_flag("--no-export-on-close", repo_no_export_on_close,
+                    "stop exporting on close (drops the queue)")
+          ->excludes(on);
+    }
     if (a == "sync")
       sub->add_flag("--export", repo_export,
                     "also export new and changed files after each sync (with --interval: "
@@ -1253,9 +1264,22 @@ int Main(int argc, char** argv) {
         return r;
       };
       rc = once();
+      if (rc == 0 && a == "link" && (repo_export_on_close || repo_no_export_on_close))
+        rc = CmdRepoExportOnClose(**c, *p, repo_export_on_close);
       while (a == "sync" && repo_interval > 0 && rc == 0) {
-        std::this_thread::sleep_for(std::chrono::duration<double>(repo_interval));
-        rc = once();
+        // Between syncs, what writers close is exported within half a second (when the link
+        // exports on close; otherwise the queue is empty and each look is one MDS request).
+        const auto next = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(repo_interval));
+        while (rc == 0 && std::chrono::steady_clock::now() < next) {
+          const auto left = next - std::chrono::steady_clock::now();
+          std::this_thread::sleep_for(
+              std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(500)));
+          rc = CmdRepo(**c, "export-closed-quiet", *p, repo_url);
+        }
+        if (rc == 0)
+          rc = once();
       }
     });
   }

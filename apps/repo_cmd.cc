@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,6 +29,10 @@ constexpr char kObjXattr[] = "user.ciuic.repo.obj";
 constexpr size_t kChunk = 8u << 20;
 // Objects per listing page: the listing is never held whole, so memory stays bounded.
 constexpr uint32_t kPage = 1000;
+// Queued files (export on close) listed per request.
+constexpr uint32_t kQueuePage = 1000;
+// `repo status` counts the queue up to this many ("10000+").
+constexpr uint32_t kStatusQueueMax = 10000;
 // Files copied or checked at once: each is a few MDS round trips and a store request, so a few
 // in flight hide the latencies; memory is at most kParallel copy buffers.
 constexpr size_t kParallel = 8;
@@ -343,26 +348,100 @@ class Repo {
       }
       ++counts_.deleted;
     } else if (action_ == "export") {
-      if (!local_change) {
-        ++counts_.unchanged;
-        return;
-      }
-      if (Status s = Export(rel, path, *st); !s.ok()) {
+      if (Status s = ExportChanged(rel, path, *st, has ? &r : nullptr); !s.ok())
         Fail(path, s.message());
-        return;
+    }
+  }
+
+ public:
+  // Exports the files the MDS queued at their close (export on close), a page at a time, and
+  // drops each from the queue once exported (or found unchanged, or gone). A file that fails is
+  // reported and stays queued for the next drain.
+  Status DrainQueue() {
+    std::unordered_set<uint64_t> failed;  // by FID sequence, this drain only
+    for (;;) {
+      CIUIC_ASSIGN_OR_RETURN(RepoQueue q, c_.RepoListQueue(dir_, kQueuePage));
+      std::vector<RepoQueued> todo;
+      for (RepoQueued& e : q.entries) {
+        if (failed.count(e.id.seq) == 0)
+          todo.push_back(std::move(e));
       }
-      ++counts_.exported;
-      if (renamed) {
-        // The object under the old name goes, unless someone changed it since: then it is not
-        // this file's any more.
-        const std::string& old_key = KeyOf(r, rel);
-        Result<objstore::ObjectInfo> h = store_.Head(old_key);
-        if (h.ok() && h->etag == r.etag) {
-          if (Status d = store_.Delete(old_key); !d.ok())
-            Fail(path, fmt::format("renamed from '{}': {}", old_key, d.message()));
+      if (todo.empty())
+        return Status::OK();
+      std::vector<char> ok(todo.size(), 0);
+      RunParallel(todo.size(), [&](size_t i) {
+        RepoQueued& e = todo[i];
+        const std::string base = e.path.substr(e.path.rfind('/') + 1);
+        if (e.path.empty() || base.rfind(kTmpPrefix, 0) == 0) {
+          ok[i] = 1;  // removed or moved out (nothing to export), or an import's temp file
+          return;
         }
+        uint64_t version = 0;
+        Status s = ExportIfChanged(e.path, &version);
+        if (!s.ok()) {
+          Fail(Join(dir_, e.path), s.message());
+          return;
+        }
+        // Done up to what was exported: a close after the stat queued a newer version, which
+        // stays.
+        e.version = version;
+        ok[i] = 1;
+      });
+      std::vector<RepoQueued> done;
+      for (size_t i = 0; i < todo.size(); ++i) {
+        if (ok[i])
+          done.push_back(std::move(todo[i]));
+        else
+          failed.insert(todo[i].id.seq);
+      }
+      if (!done.empty())
+        CIUIC_RETURN_IF_ERROR(c_.RepoQueueDone(dir_, done));
+    }
+  }
+
+ private:
+  // Exports `rel` if it changed here; *version: its data version when looked at.
+  Status ExportIfChanged(const std::string& rel, uint64_t* version) {
+    const std::string path = Join(dir_, rel);
+    Result<FileStat> st = c_.Lstat(path);
+    if (!st.ok()) {
+      if (st.status().code() == StatusCode::kNotFound)
+        return Status::OK();  // removed since its close: nothing to export
+      return st.status();
+    }
+    *version = st->data_version;
+    if (!st->is_reg())
+      return Status::OK();
+    Record r;
+    Result<std::string> x = c_.GetXattr(path, kObjXattr);
+    const bool has = x.ok() && Decode(*x, &r);
+    return ExportChanged(rel, path, *st, has ? &r : nullptr);
+  }
+
+  // Export's step for one file: writes it when it was made, changed or renamed here since its
+  // record `r` (null: none).
+  Status ExportChanged(const std::string& rel,
+                       const std::string& path,
+                       const FileStat& st,
+                       const Record* r) {
+    const bool renamed = r != nullptr && KeyOf(*r, rel) != rel;
+    if (r != nullptr && r->data_version == st.data_version && !renamed) {
+      ++counts_.unchanged;
+      return Status::OK();
+    }
+    CIUIC_RETURN_IF_ERROR(Export(rel, path, st));
+    ++counts_.exported;
+    if (renamed) {
+      // The object under the old name goes, unless someone changed it since: then it is not
+      // this file's any more.
+      const std::string& old_key = KeyOf(*r, rel);
+      Result<objstore::ObjectInfo> h = store_.Head(old_key);
+      if (h.ok() && h->etag == r->etag) {
+        if (Status d = store_.Delete(old_key); !d.ok())
+          return Status::IoError(fmt::format("renamed from '{}': {}", old_key, d.message()));
       }
     }
+    return Status::OK();
   }
 
   // Writes the file as the plain object `rel`, then records the object's etag.
@@ -406,6 +485,28 @@ Result<std::unique_ptr<objstore::ObjectStore>> OpenStore(const std::string& url)
   objstore::ObjectStoreConfig cfg;
   cfg.create_local_root = false;  // a repository must exist already
   return objstore::OpenObjectStore(url, cfg);
+}
+
+// Exports what closes queued below `dir`. Prints a summary when something was exported or
+// failed, or always unless `quiet`.
+int Drain(Client& c,
+          const std::string& dir,
+          const std::string& url,
+          objstore::ObjectStore& store,
+          bool quiet) {
+  Repo repo(c, "export", dir, url, store, false);
+  Status st = repo.DrainQueue();
+  if (!st.ok()) {
+    fmt::print(stderr, "ciuic: repo export: {}: {}\n", dir, st.message());
+    return 1;
+  }
+  const Counts& n = repo.counts();
+  if (!quiet || n.exported > 0 || n.failed > 0) {
+    fmt::print("{} -> {}: {} exported on close, {} unchanged, {} failed\n", dir, url,
+               n.exported.load(), n.unchanged.load(), n.failed.load());
+    std::fflush(stdout);
+  }
+  return n.failed > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -460,6 +561,8 @@ int CmdRepo(Client& c,
     if (Status s = c.SetXattr(dir, kUrlXattr, link_url); !s.ok())
       return fail(dir, s.message());
   }
+  if (action == "export-closed" || action == "export-closed-quiet")
+    return Drain(c, dir, link_url, **store, action == "export-closed-quiet");
   Repo repo(c, action, dir, link_url, **store, copy);
   Status st;
   if (action == "link" || action == "sync") {
@@ -477,8 +580,14 @@ int CmdRepo(Client& c,
     return fail(link_url, st.message());
   const Counts& n = repo.counts();
   if (action == "status") {
-    fmt::print("{} {} files {} from-repository {} changed-here {} new-here {}\n", dir, link_url,
-               repo.files.load(), repo.linked.load(), repo.modified.load(), repo.local_only.load());
+    Result<RepoQueue> q = c.RepoListQueue(dir, kStatusQueueMax);
+    if (!q.ok())
+      return fail(dir, q.status().message());
+    fmt::print("{} {} files {} from-repository {} changed-here {} new-here {} export-on-close {} "
+               "queued {}{}\n",
+               dir, link_url, repo.files.load(), repo.linked.load(), repo.modified.load(),
+               repo.local_only.load(), q->export_on_close ? "on" : "off", q->entries.size(),
+               q->entries.size() >= kStatusQueueMax ? "+" : "");
   } else if (action == "export") {
     fmt::print("{} -> {}: {} exported, {} unchanged, {} failed\n", dir, link_url, n.exported.load(),
                n.unchanged.load(), n.failed.load());
@@ -488,7 +597,31 @@ int CmdRepo(Client& c,
                n.failed.load());
   }
   std::fflush(stdout);  // `sync --interval` runs until killed
-  return n.failed > 0 ? 1 : 0;
+  int rc = n.failed > 0 ? 1 : 0;
+  // Sync and export also export what closes queued: a sync is the export-on-close agent.
+  if (action == "sync" || action == "export") {
+    if (Drain(c, dir, link_url, **store, true) != 0)
+      rc = 1;
+  }
+  return rc;
+}
+
+int CmdRepoExportOnClose(Client& c, const std::string& dir, bool on) {
+  Result<std::string> u = c.GetXattr(dir, kUrlXattr);
+  if (!u.ok()) {
+    fmt::print(stderr, "ciuic: repo: {}: {}\n", dir,
+               u.status().code() == StatusCode::kNotFound
+                   ? "not linked to a data repository (ciuic repo link DIR URL)"
+                   : u.status().message());
+    return 1;
+  }
+  if (Status s = c.RepoSetExportOnClose(dir, on); !s.ok()) {
+    fmt::print(stderr, "ciuic: repo: {}: {}\n", dir, s.message());
+    return 1;
+  }
+  fmt::print("{}: export on close {}\n", dir, on ? "on" : "off");
+  std::fflush(stdout);
+  return 0;
 }
 
 }  // namespace ciuic::cli

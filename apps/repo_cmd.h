@@ -22,10 +22,18 @@ namespace ciuic::cli {
 // the reason); returns 1 if anything failed, else 0. Nothing is lost on failure: a file is
 // replaced only once its new bytes are complete, and nothing changed locally is overwritten or
 // removed by a sync.
+// "export-closed" exports only the files queued at their close (export on close; with
+// "export-closed-quiet" it prints a summary only when something was exported or failed); "sync"
+// and "export" do so too after their own work.
 int CmdRepo(Client& c,
             const std::string& action,
             const std::string& dir,
             const std::string& url,
             bool copy = false);
+
+// Switches export on close of the linked directory `dir` on or off (the admin key only): each
+// close that wrote a file below it queues the file on the MDS, and `sync` (a running
+// `sync --interval` at once) exports the queue. Returns 0, or 1 after one line on stderr.
+int CmdRepoExportOnClose(Client& c, const std::string& dir, bool on);
 
 }  // namespace ciuic::cli

@@ -33,7 +33,8 @@ constexpr MsgType kTypes[] = {
     MsgType::kFallocate,   MsgType::kStatfs,       MsgType::kFsyncDir,     MsgType::kSetXattr,
     MsgType::kGetXattr,    MsgType::kListXattr,    MsgType::kRemoveXattr,  MsgType::kTruncateDone,
     MsgType::kLock,        MsgType::kAddClient,    MsgType::kRevokeClient, MsgType::kListClients,
-    MsgType::kRegisterOss, MsgType::kHeartbeat,    MsgType::kGetOstMap,    MsgType::kPing};
+    MsgType::kRegisterOss, MsgType::kHeartbeat,    MsgType::kGetOstMap,    MsgType::kPing,
+    MsgType::kRepoQueue};
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr uint32_t kAdminKey = 1;
 constexpr uint64_t kInputsPerServer = 20000;

@@ -312,6 +312,18 @@ struct RepoImport {
   std::string xattr_value;
 };
 
+// A file closed after writing below a directory that exports on close, waiting for its export
+// (Client::RepoListQueue).
+struct RepoQueued {
+  FileId id;
+  uint64_t version = 0;  // the data version its last close made
+  std::string path;      // relative to the linked directory; empty: no path there any more
+};
+struct RepoQueue {
+  bool export_on_close = false;
+  std::vector<RepoQueued> entries;
+};
+
 struct HsmStatus {
   HsmState state = HsmState::kNone;
   std::string backend;            // the cold tier holding the copy ("file:///...", "mem://x")
@@ -515,6 +527,15 @@ class Client {
   // no byte copied; the first read restores it from the object (`ciuic repo link`). The admin
   // key only (the OSSes fetch what it names). kAlreadyExists when `path` exists.
   virtual Status HsmImport(const std::string& path, const RepoImport& spec) = 0;
+  // Export on close of the linked directory `dir` (the admin key only): switched on, every
+  // close that wrote a file below `dir` queues the file on the MDS, durably, until
+  // RepoQueueDone names it at that data version or later (`ciuic repo sync --interval` drains
+  // the queue). Switching it off drops the queue.
+  virtual Status RepoSetExportOnClose(const std::string& dir, bool on) = 0;
+  // Up to `max` queued files (0: 1,000) and whether `dir` exports on close.
+  virtual Result<RepoQueue> RepoListQueue(const std::string& dir, uint32_t max) = 0;
+  // Drops the entries exported (each at `version` or later; a newer close stays queued).
+  virtual Status RepoQueueDone(const std::string& dir, const std::vector<RepoQueued>& done) = 0;
 
   // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
   // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.

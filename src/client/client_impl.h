@@ -66,6 +66,9 @@ class ClientImpl : public Client {
   Status HsmRestore(const std::string& path) override;
   Status HsmRemove(const std::string& path) override;
   Status HsmImport(const std::string& path, const RepoImport& spec) override;
+  Status RepoSetExportOnClose(const std::string& dir, bool on) override;
+  Result<RepoQueue> RepoListQueue(const std::string& dir, uint32_t max) override;
+  Status RepoQueueDone(const std::string& dir, const std::vector<RepoQueued>& done) override;
   Result<HsmStatus> HsmGetState(const std::string& path) override;
   Result<FileStat> LookupAt(const FileId& parent, const std::string& name) override;
   Result<FileStat> GetAttrAt(const FileId& id) override;
@@ -158,6 +161,8 @@ class ClientImpl : public Client {
   // Runs HSM operation `op` (HsmBeginReq.op) on file `fid` named `name` (hsm.cc).
   Status HsmRun(const Fid& fid, const std::string& name, uint32_t op);
   Status HsmPath(const std::string& path, uint32_t op);
+  // One RepoQueue request about directory `dir`.
+  Status RepoQueueCall(const std::string& dir, pb::RepoQueueReq* req, pb::RepoQueueResp* resp);
 
   std::shared_ptr<ClientCore> core_;
 };

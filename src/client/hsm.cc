@@ -40,6 +40,11 @@ constexpr uint32_t kOpArchive = kHsmOpArchive;
 constexpr uint32_t kOpRelease = kHsmOpRelease;
 constexpr uint32_t kOpRestore = kHsmOpRestore;
 constexpr uint32_t kOpRemove = kHsmOpRemove;
+// RepoQueueReq.op (src/proto/ciuic.proto).
+constexpr uint32_t kRepoOpOn = 1;
+constexpr uint32_t kRepoOpOff = 2;
+constexpr uint32_t kRepoOpList = 3;
+constexpr uint32_t kRepoOpDone = 4;
 // HsmObjReq.op (src/proto/ciuic.proto).
 constexpr uint32_t kObjArchive = 1;
 constexpr uint32_t kObjVerify = 2;
@@ -396,6 +401,56 @@ Status ClientImpl::HsmImport(const std::string& path, const RepoImport& spec) {
     pb::HsmImportResp resp;
     return core_->Mds(net::MsgType::kHsmImport, &req, &resp, true);
   });
+}
+
+Status ClientImpl::RepoQueueCall(const std::string& dir,
+                                 pb::RepoQueueReq* req,
+                                 pb::RepoQueueResp* resp) {
+  CIUIC_ASSIGN_OR_RETURN(std::string norm, CleanPath(dir));
+  CIUIC_ASSIGN_OR_RETURN(Fid fid, FidOf(norm, true));
+  net::ToPb(fid, req->mutable_dir());
+  return core_->Mds(net::MsgType::kRepoQueue, req, resp, req->op() != kRepoOpList)
+      .WithContext(norm);
+}
+
+Status ClientImpl::RepoSetExportOnClose(const std::string& dir, bool on) {
+  pb::RepoQueueReq req;
+  req.set_op(on ? kRepoOpOn : kRepoOpOff);
+  pb::RepoQueueResp resp;
+  return RepoQueueCall(dir, &req, &resp);
+}
+
+Result<RepoQueue> ClientImpl::RepoListQueue(const std::string& dir, uint32_t max) {
+  pb::RepoQueueReq req;
+  req.set_op(kRepoOpList);
+  req.set_max(max);
+  pb::RepoQueueResp resp;
+  CIUIC_RETURN_IF_ERROR(RepoQueueCall(dir, &req, &resp));
+  RepoQueue out;
+  out.export_on_close = resp.export_on_close();
+  out.entries.reserve(resp.entries_size());
+  for (const pb::RepoQueueEntry& e : resp.entries()) {
+    RepoQueued q;
+    q.id = FileId{e.fid().seq(), e.fid().mds(), e.fid().ver()};
+    q.version = e.version();
+    q.path = e.path();
+    out.entries.push_back(std::move(q));
+  }
+  return out;
+}
+
+Status ClientImpl::RepoQueueDone(const std::string& dir, const std::vector<RepoQueued>& done) {
+  pb::RepoQueueReq req;
+  req.set_op(kRepoOpDone);
+  for (const RepoQueued& q : done) {
+    pb::RepoQueueEntry* e = req.add_done();
+    e->mutable_fid()->set_seq(q.id.seq);
+    e->mutable_fid()->set_mds(q.id.mds);
+    e->mutable_fid()->set_ver(q.id.ver);
+    e->set_version(q.version);
+  }
+  pb::RepoQueueResp resp;
+  return RepoQueueCall(dir, &req, &resp);
 }
 
 Result<HsmStatus> ClientImpl::HsmGetState(const std::string& path) {

@@ -127,6 +127,24 @@ std::string HsmKey(const Fid& fid) {
   return k;
 }
 
+std::string RepoExportKey(const Fid& dir) {
+  std::string k(kRepoExportPrefix);
+  AppendFid(&k, dir);
+  return k;
+}
+
+std::string ExportQueuePrefix(const Fid& dir) {
+  std::string k(kExportQueuePrefix);
+  AppendFid(&k, dir);
+  return k;
+}
+
+std::string ExportQueueKey(const Fid& dir, const Fid& file) {
+  std::string k = ExportQueuePrefix(dir);
+  AppendFid(&k, file);
+  return k;
+}
+
 std::string ClientKeyKey(uint32_t key_id) {
   std::string k(kClientKeyPrefix);
   AppendU32(&k, key_id);

@@ -72,6 +72,14 @@ std::string OrphanKey(const Fid& fid);
 inline constexpr std::string_view kHsmPrefix = "hsm/";
 std::string HsmKey(const Fid& fid);
 std::string OstKey(uint32_t index);
+// "repoexp/" · Fid: a linked directory that exports on close (value empty).
+inline constexpr std::string_view kRepoExportPrefix = "repoexp/";
+std::string RepoExportKey(const Fid& dir);
+// "expq/" · dir Fid · file Fid: a file closed after writing below `dir`, waiting for its
+// export; the value is the data version (u64 BE) the close made.
+inline constexpr std::string_view kExportQueuePrefix = "expq/";
+std::string ExportQueuePrefix(const Fid& dir);
+std::string ExportQueueKey(const Fid& dir, const Fid& file);
 
 // Returns the smallest key greater than every key starting with `prefix` ("" if none).
 std::string PrefixEnd(std::string prefix);

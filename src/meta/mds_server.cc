@@ -383,6 +383,7 @@ void MdsServer::RegisterHandlers() {
   s.Register(MsgType::kHsmBegin, WriteHandler(m, &M::HsmBeginAsync), kClients);
   s.Register(MsgType::kHsmEnd, WriteHandler(m, &M::HsmEndAsync), kClients);
   s.Register(MsgType::kHsmImport, WriteHandler(m, &M::HsmImportAsync), kClients);
+  s.Register(MsgType::kRepoQueue, WriteHandler(m, &M::RepoQueueAsync), kClients);
   // OST map.
   s.Register(MsgType::kRegisterOss, WriteHandler(m, &M::RegisterOssAsync), kOss);
   s.Register(MsgType::kHeartbeat, WriteHandler(m, &M::HeartbeatAsync), kOss);
@@ -432,7 +433,7 @@ Status Tenancy::Bind(const net::ServerCall& call,
       type == MsgType::kListClients) {
     return Status::PermissionDenied("client keys are managed with the admin key only");
   }
-  if (type == MsgType::kHsmImport) {
+  if (type == MsgType::kHsmImport || type == MsgType::kRepoQueue) {
     // The OSSes fetch whatever URL an import names, with their own credentials.
     return Status::PermissionDenied("data repositories are linked with the admin key only");
   }

@@ -245,6 +245,13 @@ Status MetaService::Load() {
                                  return true;
                                }));
   CIUIC_RETURN_IF_ERROR(parse);
+  CIUIC_RETURN_IF_ERROR(r.Scan(Cf::kSystem, kRepoExportPrefix,
+                               PrefixEnd(std::string(kRepoExportPrefix)),
+                               [&](std::string_view k, std::string_view) {
+                                 if (k.size() == kRepoExportPrefix.size() + kFidKeyLen)
+                                   export_dirs_.insert(ReadFid(k.data() + kRepoExportPrefix.size()));
+                                 return true;
+                               }));
 
   // Sessions of the previous run get a fresh lease: their clients may still be alive.
   const int64_t now = NowMs();
@@ -470,6 +477,7 @@ CIUIC_META_MUTATION_DEF(RevokeClient)
 CIUIC_META_MUTATION_DEF(HsmBegin)
 CIUIC_META_MUTATION_DEF(HsmEnd)
 CIUIC_META_MUTATION_DEF(HsmImport)
+CIUIC_META_MUTATION_DEF(RepoQueue)
 #undef CIUIC_META_MUTATION_DEF
 
 // ResolvePath (ops/lookup.cc) runs its opening form through the writer.

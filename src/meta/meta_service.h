@@ -30,6 +30,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ciuic.pb.h"
 #include "common/fid.h"
@@ -170,6 +171,8 @@ class MetaService {
   CIUIC_META_MUTATION(HsmEnd)
   // A released file backed by a data repository object (ciuic repo link/sync).
   CIUIC_META_MUTATION(HsmImport)
+  // Export on close of a data repository (ops/repo.cc).
+  CIUIC_META_MUTATION(RepoQueue)
 #undef CIUIC_META_MUTATION
   // ResolvePath with req.open: queued like a mutation (without it, answered inline).
   void ResolvePathAsync(pb::ResolvePathReq req, Done<pb::ResolvePathResp> done);
@@ -278,6 +281,13 @@ class MetaService {
   Status Apply(Txn& t, const pb::HsmBeginReq& req, pb::HsmBeginResp* resp);
   Status Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp);
   Status Apply(Txn& t, const pb::HsmImportReq& req, pb::HsmImportResp* resp);
+  Status Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp* resp);
+  // A close that wrote regular file `rec`: queues it for export when a directory above it
+  // exports on close (ops/repo.cc).
+  Status QueueExportOnClose(Txn& t, const pb::InodeRecord& rec);
+  // The path of `fid` below directory `top` ("a/b"), from the names and parents inodes record;
+  // "" when it has none there (removed, moved out, or a name the inode no longer records).
+  Result<std::string> PathBelow(Reader& r, const Fid& fid, const Fid& top);
   // HSM side of a truncate of `rec` (ops/hsm.cc): a released file may only be emptied, once
   // its release tasks are done; the file then is no longer released.
   Status HsmOnTruncate(Txn& t, pb::InodeRecord* rec, uint64_t size);
@@ -383,6 +393,10 @@ class MetaService {
   // Decayed access counts per file: opens (OpenInode) and OSS read reports (Heartbeat).
   HeatTable heat_;
   uint64_t hsm_next_token_ = 1;
+  // Linked directories that export on close ("repoexp/" keys, loaded at start); guarded by
+  // repo_mu_.
+  std::mutex repo_mu_;
+  std::unordered_set<Fid, FidHash> export_dirs_;
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;

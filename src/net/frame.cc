@@ -201,6 +201,8 @@ std::string MsgTypeName(uint16_t type) {
       return "HsmEnd";
     case MsgType::kHsmImport:
       return "HsmImport";
+    case MsgType::kRepoQueue:
+      return "RepoQueue";
     case MsgType::kRegisterOss:
       return "RegisterOss";
     case MsgType::kHeartbeat:

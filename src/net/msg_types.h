@@ -52,6 +52,7 @@ enum class MsgType : uint16_t {
   kHsmBegin = 151,
   kHsmEnd = 152,
   kHsmImport = 153,  // create a released file backed by a data repository object (admin key)
+  kRepoQueue = 154,  // export on close: switch, list and drain the queue (admin key)
 
   // MDS: OST map and OSS registration, 200-219.
   kRegisterOss = 200,

@@ -138,6 +138,38 @@ class RepoBase:
         self.assertEqual(self.cat(d + "/y.bin"), b"second y")
         self.assertEqual(self.ls(d), ["y.bin"])
 
+    def check_export_on_close(self, d, url, get):
+        """`link --export-on-close`: a running `sync --interval` exports a file as soon as its
+        writer closes it, long before the next interval, and never before the close."""
+        ciuic("repo", "link", "--export-on-close", d, url, env=self.env)
+        p = subprocess.Popen([os.path.join(BIN, "ciuic"), "repo", "sync", d, "--interval", "600"],
+                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            data = os.urandom((3 << 20) + 17)
+            src = os.path.join(self.tmp, "onclose.src")
+            write(src, data)
+            ciuic("mkdir", "-p", d + "/closed", env=self.env)
+            ciuic("put", src, d + "/closed/file.bin", env=self.env)
+            got = None
+            for _ in range(120):
+                try:
+                    got = get("closed/file.bin")
+                except Exception:  # not there yet
+                    got = None
+                if got is not None:
+                    break
+                time.sleep(0.25)
+            # Exported once, after the close: whole at its first appearance.
+            self.assertEqual(got, data)
+            self.assertIsNone(p.poll())
+            status = ciuic("repo", "status", d, env=self.env).stdout.decode()
+            self.assertIn("export-on-close on queued 0", status)
+        finally:
+            p.kill()
+            p.wait()
+        r = ciuic("repo", "link", "--no-export-on-close", d, url, env=self.env)
+        self.assertIn("export on close off", r.stdout.decode())
+
     def check_not_linked(self):
         ciuic("mkdir", "-p", "/plain", env=self.env)
         r = ciuic("repo", "sync", "/plain", env=self.env, check=False)
@@ -257,6 +289,15 @@ class FileRepoTest(RepoBase, unittest.TestCase):
             p.kill()
             p.wait()
 
+    def test_export_on_close(self):
+        store = os.path.join(self.tmp, "store-onclose")
+        os.makedirs(store)
+        def get(key):
+            with open(os.path.join(store, key), "rb") as f:
+                return f.read()
+
+        self.check_export_on_close("/datasets/onclose", "file://" + store, get)
+
     def test_more_than_a_page(self):
         # 1,100 objects in one directory: the listing (1,000 keys a page) and the directory walk
         # (1,000 entries a page) both take two pages.
@@ -328,6 +369,10 @@ class S3RepoTest(RepoBase, unittest.TestCase):
 
     def test_not_linked(self):
         self.check_not_linked()
+
+    def test_export_on_close(self):
+        self.check_export_on_close("/datasets/s3onclose", "s3://bucket/onclose",
+                                   lambda k: self.req("GET", k, prefix="onclose"))
 
     def test_object_gone_under_released_file(self):
         self.check_object_gone_under_released_file(

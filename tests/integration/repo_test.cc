@@ -4,6 +4,7 @@
 #include <fcntl.h>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -221,6 +222,90 @@ TEST_F(RepoTest, ClientKeysReadButCannotImport) {
   Status st = (*tenant)->HsmImport("/open/p", spec);
   EXPECT_EQ(st.code(), StatusCode::kPermissionDenied) << st.ToString();
   EXPECT_FALSE(client_->Stat("/open/p").ok());
+}
+
+std::set<std::string> QueuedPaths(Client& c, const std::string& dir) {
+  std::set<std::string> out;
+  auto q = c.RepoListQueue(dir, 0);
+  if (!q.ok())
+    return {"<" + q.status().ToString() + ">"};
+  for (const RepoQueued& e : q->entries)
+    out.insert(e.path);
+  return out;
+}
+
+// Export on close: every close that wrote a file below the link queues it on the MDS, durably;
+// a drain exports the queue under the files' current names and empties it.
+TEST_F(RepoTest, ExportOnCloseQueuesWhatWritersClose) {
+  ASSERT_TRUE(store_->Put("a", "alpha").ok());
+  ASSERT_EQ(Run("link", "/r"), 0);
+  ASSERT_EQ(cli::CmdRepoExportOnClose(*client_, "/r", true), 0);
+  ASSERT_TRUE(client_->MkdirAll("/r/d/e").ok());
+  ASSERT_TRUE(client_->WriteFile("/r/d/e/new", "made here").ok());
+  ASSERT_TRUE(client_->WriteFile("/r/a", "alpha, changed").ok());
+  ASSERT_TRUE(client_->WriteFile("/outside", "not linked").ok());
+  ASSERT_TRUE(client_->WriteFile("/r/gone", "removed before its export").ok());
+  ASSERT_TRUE(client_->Unlink("/r/gone").ok());
+  EXPECT_EQ(QueuedPaths(*client_, "/r"), (std::set<std::string>{"", "a", "d/e/new"}));
+  // A read is no change: its close queues nothing.
+  ASSERT_EQ(Cat("/r/d/e/new"), "made here");
+
+  // The queue and the switch are in the namespace: an MDS restart keeps both.
+  ASSERT_TRUE(cluster_->RestartMds().ok());
+  auto q = client_->RepoListQueue("/r", 0);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_TRUE(q->export_on_close);
+  EXPECT_EQ(q->entries.size(), 3u);
+
+  // Renamed (with its directory) before the export: exported under its name now.
+  ASSERT_TRUE(client_->Rename("/r/d/e", "/r/d/f").ok());
+  ASSERT_TRUE(client_->Rename("/r/d/f/new", "/r/d/f/renamed").ok());
+  EXPECT_EQ(QueuedPaths(*client_, "/r"), (std::set<std::string>{"", "a", "d/f/renamed"}));
+  const auto puts = store_->TEST_calls().put_stream;
+  ASSERT_EQ(Run("export-closed", "/r"), 0);
+  EXPECT_EQ(store_->TEST_calls().put_stream, puts + 2);
+  EXPECT_EQ(*store_->GetAll("d/f/renamed"), "made here");
+  EXPECT_EQ(*store_->GetAll("a"), "alpha, changed");
+  EXPECT_FALSE(store_->GetAll("gone").ok());
+  EXPECT_FALSE(store_->GetAll("outside").ok());
+  EXPECT_TRUE(QueuedPaths(*client_, "/r").empty());
+
+  // An entry stays until it is done at the version its close made: a close after the
+  // exporter looked is not lost.
+  ASSERT_TRUE(client_->WriteFile("/r/a", "third").ok());
+  q = client_->RepoListQueue("/r", 0);
+  ASSERT_TRUE(q.ok() && q->entries.size() == 1u);
+  RepoQueued e = q->entries[0];
+  --e.version;
+  ASSERT_TRUE(client_->RepoQueueDone("/r", {e}).ok());
+  EXPECT_EQ(QueuedPaths(*client_, "/r"), (std::set<std::string>{"a"}));
+  // A sync exports the queue too.
+  ASSERT_EQ(Run("sync", "/r"), 0);
+  EXPECT_EQ(*store_->GetAll("a"), "third");
+  EXPECT_TRUE(QueuedPaths(*client_, "/r").empty());
+
+  // Switched off: closes queue nothing.
+  ASSERT_EQ(cli::CmdRepoExportOnClose(*client_, "/r", false), 0);
+  ASSERT_TRUE(client_->WriteFile("/r/a", "fourth").ok());
+  q = client_->RepoListQueue("/r", 0);
+  ASSERT_TRUE(q.ok());
+  EXPECT_FALSE(q->export_on_close);
+  EXPECT_TRUE(q->entries.empty());
+
+  // Not linked, or not the admin key: refused.
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(cli::CmdRepoExportOnClose(*client_, "/outside", true), 1);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("not linked"), std::string::npos);
+  pb::ClientKeyRecord rules;
+  rules.set_name("tenant");
+  auto file = cluster_->AddClientKey(rules);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ClientOptions o;
+  o.cluster_file = *file;
+  auto tenant = cluster_->NewClient(o);
+  ASSERT_TRUE(tenant.ok()) << tenant.status().ToString();
+  EXPECT_EQ((*tenant)->RepoSetExportOnClose("/r", true).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*tenant)->RepoListQueue("/r", 0).status().code(), StatusCode::kPermissionDenied);
 }
 
 // A file renamed here: sync leaves it alone, export moves its object to the new key.

@@ -129,8 +129,10 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
   const Fid fid = NewFid(t);
   pb::InodeRecord rec;
   InitInode(fid, type | (req.mode() & 07777), ctx, dir, now, &rec);
-  // Files record the directory of their first name too: a subtree key's FID checks walk it.
+  // Files record the directory of their first name too: a subtree key's FID checks walk it,
+  // and export on close finds the file's path from it (ops/repo.cc).
   *rec.mutable_parent() = req.parent();
+  rec.set_name(req.name());
   if (type == S_IFCHR || type == S_IFBLK)
     rec.mutable_attr()->set_rdev(req.rdev());
   if (type == S_IFREG) {
@@ -193,6 +195,7 @@ Status MetaService::Apply(Txn& t, const pb::MkdirReq& req, pb::MkdirResp* resp) 
   InitInode(fid, S_IFDIR | (req.mode() & 07777), req.ctx(), dir, now, &rec);
   rec.mutable_attr()->set_nlink(2);
   *rec.mutable_parent() = req.parent();
+  rec.set_name(req.name());
   *rec.mutable_layout() = dir.layout();  // the default layout is inherited by subdirectories
   PutDentry(t, ToFid(req.parent()), h, req.name(), rec.attr().fid(), S_IFDIR);
   dir.mutable_attr()->set_nlink(dir.attr().nlink() + 1);
@@ -224,6 +227,7 @@ Status MetaService::Apply(Txn& t, const pb::SymlinkReq& req, pb::SymlinkResp* re
   pb::InodeRecord rec;
   InitInode(fid, S_IFLNK | 0777, req.ctx(), dir, now, &rec);
   *rec.mutable_parent() = req.parent();
+  rec.set_name(req.name());
   rec.mutable_attr()->set_size(target.size());
   rec.set_symlink_target(target);
   PutDentry(t, ToFid(req.parent()), h, req.name(), rec.attr().fid(), S_IFLNK);
@@ -250,6 +254,17 @@ Status MetaService::Apply(Txn& t, const pb::LinkReq& req, pb::LinkResp* resp) {
       uint64_t h, PrepareNewEntry(t, hasher_, req.ctx(), req.new_parent(), req.new_name(), &dir));
   const Timespec now = NowTimespec();
   PutDentry(t, ToFid(req.new_parent()), h, req.new_name(), rec.attr().fid(), TypeOf(rec));
+  {
+    // The name the inode records (a hint for export on close) moves to the new link when the
+    // one it names is gone (unlinked while another link stayed).
+    pb::DentryRecord old;
+    if (rec.name().empty() ||
+        !GetDentry(t, ToFid(rec.parent()), Hash(rec.name()), rec.name(), &old).ok() ||
+        ToFid(old.fid()) != ToFid(rec.attr().fid())) {
+      *rec.mutable_parent() = req.new_parent();
+      rec.set_name(req.new_name());
+    }
+  }
   rec.mutable_attr()->set_nlink(rec.attr().nlink() + 1);
   SetTs(rec.mutable_attr()->mutable_ctime(), now);
   TouchDir(&dir, now);

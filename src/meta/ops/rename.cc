@@ -119,6 +119,8 @@ Status MetaService::Apply(Txn& t, const pb::RenameReq& req, pb::RenameResp*) {
         sdir.mutable_attr()->set_nlink(sdir.attr().nlink() + 1);
       }
     }
+    src.set_name(req.dst_name());
+    dst.set_name(req.src_name());
     SetTs(src.mutable_attr()->mutable_ctime(), now);
     SetTs(dst.mutable_attr()->mutable_ctime(), now);
     PutInode(t, src);
@@ -155,6 +157,7 @@ Status MetaService::Apply(Txn& t, const pb::RenameReq& req, pb::RenameResp*) {
       sdir.mutable_attr()->set_nlink(sdir.attr().nlink() - 1);
       ddir->mutable_attr()->set_nlink(ddir->attr().nlink() + 1);
     }
+    src.set_name(req.dst_name());
     SetTs(src.mutable_attr()->mutable_ctime(), now);
     PutInode(t, src);
   }

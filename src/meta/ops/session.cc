@@ -193,6 +193,8 @@ Status MetaService::EndOpen(
   if (rec.orphan() && rec.open_count() == 0)
     return DestroyInode(t, rec);
   PutInode(t, rec);
+  if (wrote && IsReg(rec) && !rec.orphan())
+    CIUIC_RETURN_IF_ERROR(QueueExportOnClose(t, rec));
   return Status::OK();
 }
 
