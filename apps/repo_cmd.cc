@@ -583,11 +583,12 @@ int CmdRepo(Client& c,
     Result<RepoQueue> q = c.RepoListQueue(dir, kStatusQueueMax);
     if (!q.ok())
       return fail(dir, q.status().message());
-    fmt::print("{} {} files {} from-repository {} changed-here {} new-here {} export-on-close {} "
-               "queued {}{}\n",
-               dir, link_url, repo.files.load(), repo.linked.load(), repo.modified.load(),
-               repo.local_only.load(), q->export_on_close ? "on" : "off", q->entries.size(),
-               q->entries.size() >= kStatusQueueMax ? "+" : "");
+    fmt::print(
+        "{} {} files {} from-repository {} changed-here {} new-here {} export-on-close {} "
+        "queued {}{}\n",
+        dir, link_url, repo.files.load(), repo.linked.load(), repo.modified.load(),
+        repo.local_only.load(), q->export_on_close ? "on" : "off", q->entries.size(),
+        q->entries.size() >= kStatusQueueMax ? "+" : "");
   } else if (action == "export") {
     fmt::print("{} -> {}: {} exported, {} unchanged, {} failed\n", dir, link_url, n.exported.load(),
                n.unchanged.load(), n.failed.load());

@@ -615,7 +615,7 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
       [this, call = std::move(call), ch](Result<net::Reply> r) mutable {
         OnCallDone(std::move(call), std::move(ch), std::move(r));
       },
-      options_.io_timeout_ms);
+      raw->timeout_ms > 0 ? raw->timeout_ms : options_.io_timeout_ms);
 }
 
 void ClientCore::ConnectOss(std::string addr) {

@@ -60,6 +60,7 @@ struct OstCall {
   bool cap_refreshed = false;  // an OSS refused its capability once and it was fetched again
   int64_t deadline_ms = 0;     // set at the first retryable failure
   Status last_error;
+  int timeout_ms = 0;  // per attempt; 0: ClientOptions::io_timeout_ms
 };
 
 // State this client keeps per file (shared by every File of the same FID in this client).

@@ -4,7 +4,9 @@
 // the outcome. A client that dies in between leaves the file as it was.
 #include "client/hsm.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include <fmt/format.h>
@@ -84,35 +86,65 @@ std::vector<ObjRef> ObjectsOf(const Fid& fid, const pb::Layout& layout) {
   return out;
 }
 
+// A slow store's throughput: an HSM request about an object may take as long as moving the
+// most bytes the object can hold at this rate.
+constexpr uint64_t kSlowStoreBytesPerSec = uint64_t{8} << 20;
+
+// How long one HSM request about an object of a `file_size`-byte file may wait: the client's
+// io_timeout plus the time to move the file at kSlowStoreBytesPerSec. A 1 GiB restore is not cut
+// off at a minute, and a dead OSS still fails in bounded time. Starts and removals move nothing
+// while answered.
+int HsmTimeoutMs(ClientCore* core, uint32_t op, uint64_t file_size) {
+  const int64_t base = core->options().io_timeout_ms;
+  if (op == kObjRemove || op == kObjRestoreStart || op == kObjRepoRestoreStart)
+    return static_cast<int>(base);
+  const int64_t extra = static_cast<int64_t>(file_size / (kSlowStoreBytesPerSec / 1000));
+  return static_cast<int>(std::min<int64_t>(base + extra, INT32_MAX));
+}
+
+// One HsmObj request about object `o` (done is the caller's). `source` (a file from a data
+// repository: ops 5, 6 and 8) names the object; `file_size` is the file's size.
+std::shared_ptr<OstCall> NewObjCall(ClientCore* core,
+                                    const ObjRef& o,
+                                    uint32_t op,
+                                    uint64_t version,
+                                    const pb::HsmRecord* source,
+                                    uint64_t file_size) {
+  auto call = std::make_shared<OstCall>();
+  call->type = net::MsgType::kHsmObj;
+  call->ost = o.ost;
+  call->timeout_ms = HsmTimeoutMs(core, op, file_size);
+  auto req = std::make_unique<pb::HsmObjReq>();
+  req->set_ost(o.ost);
+  *req->mutable_obj() = o.obj;
+  req->set_op(op);
+  req->set_version(version);
+  if (source != nullptr) {
+    req->set_source_url(source->source_url());
+    req->set_source_key(source->source_key());
+    req->set_source_etag(source->source_etag());
+    req->set_file_size(file_size);
+    *req->mutable_comp() = *o.comp;
+  }
+  call->req = std::move(req);
+  return call;
+}
+
 // Runs `op` on every object at once; *backend gets an OSS's cold tier description. `source`
-// (a file from a data repository: ops 5 and 6) names the object and the file's size.
+// (a file from a data repository: ops 5, 6 and 8) names the object; `file_size` is the file's
+// size (it bounds how long each request may take).
 Status RunObjects(ClientCore* core,
                   const std::vector<ObjRef>& objs,
                   uint32_t op,
                   uint64_t version,
                   std::string* backend,
-                  const pb::HsmRecord* source = nullptr,
-                  uint64_t file_size = 0) {
+                  const pb::HsmRecord* source,
+                  uint64_t file_size) {
   std::vector<std::shared_ptr<OstCall>> calls;
   auto seen = std::make_shared<std::string>();
   auto mu = std::make_shared<std::mutex>();
   for (const ObjRef& o : objs) {
-    auto call = std::make_shared<OstCall>();
-    call->type = net::MsgType::kHsmObj;
-    call->ost = o.ost;
-    auto req = std::make_unique<pb::HsmObjReq>();
-    req->set_ost(o.ost);
-    *req->mutable_obj() = o.obj;
-    req->set_op(op);
-    req->set_version(version);
-    if (source != nullptr) {
-      req->set_source_url(source->source_url());
-      req->set_source_key(source->source_key());
-      req->set_source_etag(source->source_etag());
-      req->set_file_size(file_size);
-      *req->mutable_comp() = *o.comp;
-    }
-    call->req = std::move(req);
+    auto call = NewObjCall(core, o, op, version, source, file_size);
     call->done = [seen, mu](Result<net::Reply> r) {
       if (!r.ok())
         return;
@@ -138,7 +170,8 @@ void EndRestoreWhenDone(ClientCore* core,
                         const Fid& fid,
                         const std::string& name,
                         const std::vector<ObjRef>& objs,
-                        uint64_t token) {
+                        uint64_t token,
+                        uint64_t file_size) {
   struct State {
     std::mutex mu;
     size_t left = 0;
@@ -184,14 +217,7 @@ void EndRestoreWhenDone(ClientCore* core,
     return;
   }
   for (const ObjRef& o : objs) {
-    auto call = std::make_shared<OstCall>();
-    call->type = net::MsgType::kHsmObj;
-    call->ost = o.ost;
-    auto req = std::make_unique<pb::HsmObjReq>();
-    req->set_ost(o.ost);
-    *req->mutable_obj() = o.obj;
-    req->set_op(kObjRestoreWait);
-    call->req = std::move(req);
+    auto call = NewObjCall(core, o, kObjRestoreWait, 0, nullptr, file_size);
     call->done = [core, state, end, name](Result<net::Reply> r) {
       bool last;
       {
@@ -280,13 +306,13 @@ Status HsmRunFid(
   const bool join = op == kOpRestore && begin.token() == 0;
   if (op == kOpRestore && (background || join)) {
     // Restore by extents: every OSS starts (or joins) its objects' restores first.
-    copied =
-        source != nullptr
-            ? RunObjects(core, objs, kObjRepoRestoreStart, 0, nullptr, source, size)
-            : RunObjects(core, objs, kObjRestoreStart, begin.record().archived_version(), nullptr);
+    copied = source != nullptr
+                 ? RunObjects(core, objs, kObjRepoRestoreStart, 0, nullptr, source, size)
+                 : RunObjects(core, objs, kObjRestoreStart, begin.record().archived_version(),
+                              nullptr, nullptr, size);
     if (copied.ok() && !background) {
       // A joiner that needs the whole file; it may record the end itself.
-      copied = RunObjects(core, objs, kObjRestoreWait, 0, nullptr);
+      copied = RunObjects(core, objs, kObjRestoreWait, 0, nullptr, nullptr, size);
       if (copied.ok()) {
         pb::HsmEndResp resp;
         Status e = end(false, false, "", &resp);
@@ -296,7 +322,7 @@ Status HsmRunFid(
       }
     }
     if (copied.ok()) {
-      EndRestoreWhenDone(core, fid, name, objs, begin.token());
+      EndRestoreWhenDone(core, fid, name, objs, begin.token(), size);
       return Status::OK();
     }
     if (join) {
@@ -308,7 +334,7 @@ Status HsmRunFid(
   }
   switch (join || (op == kOpRestore && background) ? 0 : op) {
     case kOpArchive:
-      copied = RunObjects(core, objs, kObjArchive, begin.data_version(), &backend);
+      copied = RunObjects(core, objs, kObjArchive, begin.data_version(), &backend, nullptr, size);
       break;
     case kOpRelease:
       // The OSSes re-read the archived CRCs and compare them with the objects' blocks: nothing
@@ -316,12 +342,14 @@ Status HsmRunFid(
       // checked to be the one imported (same ETag and size).
       copied = source != nullptr
                    ? RunObjects(core, objs, kObjRepoVerify, 0, nullptr, source, size)
-                   : RunObjects(core, objs, kObjVerify, begin.record().archived_version(), nullptr);
+                   : RunObjects(core, objs, kObjVerify, begin.record().archived_version(), nullptr,
+                                nullptr, size);
       break;
     case kOpRestore:
-      copied = source != nullptr ? RunObjects(core, objs, kObjRepoRestore, 0, nullptr, source, size)
-                                 : RunObjects(core, objs, kObjRestore,
-                                              begin.record().archived_version(), nullptr);
+      copied = source != nullptr
+                   ? RunObjects(core, objs, kObjRepoRestore, 0, nullptr, source, size)
+                   : RunObjects(core, objs, kObjRestore, begin.record().archived_version(), nullptr,
+                                nullptr, size);
       break;
     default:
       break;  // remove: the copy goes after the MDS forgot it
@@ -350,14 +378,14 @@ Status HsmRunFid(
   if (!st.ok()) {
     if (op == kOpArchive && st.code() == StatusCode::kBusy) {
       // Changed while copied: the copy is of no version anyone will name.
-      RunObjects(core, objs, kObjRemove, begin.data_version(), nullptr).IgnoreError();
+      RunObjects(core, objs, kObjRemove, begin.data_version(), nullptr, nullptr, 0).IgnoreError();
     }
     return st.WithContext(name);
   }
   if (resp.stale_version() != 0) {
     // An older copy (archive) or the removed one: the MDS no longer names it.
     std::vector<ObjRef> stale = ObjectsOf(fid, resp.layout());
-    Status rm = RunObjects(core, stale, kObjRemove, resp.stale_version(), nullptr);
+    Status rm = RunObjects(core, stale, kObjRemove, resp.stale_version(), nullptr, nullptr, 0);
     if (!rm.ok() && op == kOpRemove)
       return rm.WithContext(fmt::format("{}: removing the archived copy", name));
   }

@@ -245,13 +245,13 @@ Status MetaService::Load() {
                                  return true;
                                }));
   CIUIC_RETURN_IF_ERROR(parse);
-  CIUIC_RETURN_IF_ERROR(r.Scan(Cf::kSystem, kRepoExportPrefix,
-                               PrefixEnd(std::string(kRepoExportPrefix)),
-                               [&](std::string_view k, std::string_view) {
-                                 if (k.size() == kRepoExportPrefix.size() + kFidKeyLen)
-                                   export_dirs_.insert(ReadFid(k.data() + kRepoExportPrefix.size()));
-                                 return true;
-                               }));
+  CIUIC_RETURN_IF_ERROR(
+      r.Scan(Cf::kSystem, kRepoExportPrefix, PrefixEnd(std::string(kRepoExportPrefix)),
+             [&](std::string_view k, std::string_view) {
+               if (k.size() == kRepoExportPrefix.size() + kFidKeyLen)
+                 export_dirs_.insert(ReadFid(k.data() + kRepoExportPrefix.size()));
+               return true;
+             }));
 
   // Sessions of the previous run get a fresh lease: their clients may still be alive.
   const int64_t now = NowMs();

@@ -205,6 +205,31 @@ TEST_F(HsmMoverTest, RestoreStagesTheObjectAndAdoptsItWhole) {
   EXPECT_FALSE(ost_->Stat(staging)->exists);
 }
 
+// A file removed while its restore runs: the destroy's tombstone refuses the adopt, so the
+// fill cannot bring back an object nothing would ever delete again.
+TEST_F(HsmMoverTest, RestoreOfAnObjectDestroyedMeanwhileAdoptsNothing) {
+  HsmMover mover{&store_, kUuid, /*fill_threads=*/1, /*fill_chunk=*/64 << 10};
+  const std::string data = RandomBytes(1 << 20, 7);
+  WriteObject(id_, data);
+  ASSERT_TRUE(mover.Archive(ost_.get(), id_, 1).ok());
+  ASSERT_TRUE(ost_->Release(id_).ok());
+  std::promise<void> destroyed;
+  std::shared_future<void> gate = destroyed.get_future().share();
+  store_.TEST_SetGetHook([gate](std::string_view key, uint64_t) {
+    if (!key.ends_with(".crc"))
+      gate.wait();  // every chunk waits for the destroy
+  });
+  auto f = mover.StartRestore(ost_.get(), id_, 1);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(ost_->Destroy(id_).ok());
+  destroyed.set_value();
+  Result<uint64_t> r = (*f)->Wait();
+  EXPECT_EQ(r.status().code(), StatusCode::kStale) << r.status().ToString();
+  store_.TEST_SetGetHook(nullptr);
+  EXPECT_FALSE(ost_->Stat(id_)->exists);
+  EXPECT_FALSE(ost_->Stat(HsmStagingId(id_))->exists);
+}
+
 // Restore by extents: a reader's chunks jump the queue. A slow store (10 ms per GET), two fill
 // threads and 64 chunks: the reader of the last chunk is served long before the fill ends,
 // from the staging object, and the fill adopts the object whole only once that read is over.

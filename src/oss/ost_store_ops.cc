@@ -357,6 +357,14 @@ Status OstStore::AdoptImpl(const ObjectId& from, const ObjectId& to) {
     // Under load_mu_ no load of `to` sees the checksum file without the data file... and one
     // that ran before sees no object at all.
     std::lock_guard<std::mutex> load_lock(load_mu_);
+    // A destroyed object stays destroyed: a restore that filled it while its file was removed
+    // must not bring it back (nothing would ever delete it). Destroy writes the tombstone under
+    // load_mu_ too, so either it comes first and this refuses, or the adopt does and the
+    // destroy removes what it adopted.
+    if (engine_->StatPath(to_path + std::string(kTombstoneSuffix)).ok()) {
+      return Status::Stale(fmt::format("OST {} object {} was destroyed while being restored",
+                                       options_.index, to.FileName()));
+    }
     CIUIC_RETURN_IF_ERROR(OstError(
         engine_->Rename(from_path + std::string(kCrcSuffix), to_path + std::string(kCrcSuffix)),
         &to, "adopt checksum file"));

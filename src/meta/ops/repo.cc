@@ -1,10 +1,10 @@
 // Export on close of a data repository (docs/design.md "Data repositories"): the queue of files
 // closed after writing below a linked directory that exports on close, and the paths of those
 // files from the names their inodes record.
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "meta/meta_service.h"
 #include "meta/ops/op_util.h"
@@ -119,11 +119,11 @@ Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp
       t.Delete(Cf::kSystem, RepoExportKey(d));
       // What was queued goes too: `ciuic repo export` finds changed files by walking.
       std::vector<std::string> keys;
-      CIUIC_RETURN_IF_ERROR(t.Scan(Cf::kSystem, prefix, PrefixEnd(prefix),
-                                   [&](std::string_view k, std::string_view) {
-                                     keys.emplace_back(k);
-                                     return true;
-                                   }));
+      CIUIC_RETURN_IF_ERROR(
+          t.Scan(Cf::kSystem, prefix, PrefixEnd(prefix), [&](std::string_view k, std::string_view) {
+            keys.emplace_back(k);
+            return true;
+          }));
       for (const std::string& k : keys)
         t.Delete(Cf::kSystem, k);
       t.OnCommit([this, d] {
@@ -136,16 +136,15 @@ Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp
       const uint32_t max = std::min(req.max() == 0 ? kDefaultList : req.max(), kMaxList);
       Status bad = Status::OK();
       std::vector<std::pair<Fid, uint64_t>> found;
-      CIUIC_RETURN_IF_ERROR(t.Scan(Cf::kSystem, prefix, PrefixEnd(prefix),
-                                   [&](std::string_view k, std::string_view v) {
-                                     if (k.size() != prefix.size() + kFidKeyLen || v.size() != 8) {
-                                       bad = Status::Corruption("bad export queue entry");
-                                       return false;
-                                     }
-                                     found.emplace_back(ReadFid(k.data() + prefix.size()),
-                                                        ReadU64(v.data()));
-                                     return found.size() < max;
-                                   }));
+      CIUIC_RETURN_IF_ERROR(t.Scan(
+          Cf::kSystem, prefix, PrefixEnd(prefix), [&](std::string_view k, std::string_view v) {
+            if (k.size() != prefix.size() + kFidKeyLen || v.size() != 8) {
+              bad = Status::Corruption("bad export queue entry");
+              return false;
+            }
+            found.emplace_back(ReadFid(k.data() + prefix.size()), ReadU64(v.data()));
+            return found.size() < max;
+          }));
       CIUIC_RETURN_IF_ERROR(bad);
       for (const auto& [fid, version] : found) {
         pb::RepoQueueEntry* e = resp->add_entries();
@@ -171,11 +170,11 @@ Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp
       }
       break;
     default:
-      return Status::InvalidArgument(fmt::format("unknown repository queue operation {}", req.op()));
+      return Status::InvalidArgument(
+          fmt::format("unknown repository queue operation {}", req.op()));
   }
   std::lock_guard<std::mutex> lock(repo_mu_);
-  resp->set_export_on_close(req.op() == kOpOn ||
-                            (req.op() != kOpOff && export_dirs_.count(d) > 0));
+  resp->set_export_on_close(req.op() == kOpOn || (req.op() != kOpOff && export_dirs_.count(d) > 0));
   return Status::OK();
 }
 
