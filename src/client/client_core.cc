@@ -155,6 +155,66 @@ void ClientCore::EndBackground() {
     background_cv_.notify_all();
 }
 
+void ClientCore::DeferClose(pb::CloseReq req) {
+  constexpr size_t kMaxDeferredCloses = 65536;
+  std::lock_guard<std::mutex> lock(closes_mu_);
+  if (deferred_closes_.size() >= kMaxDeferredCloses) {
+    LOG_WARN("client: {} closes wait for the MDS already; open {} stays until the session ends",
+             deferred_closes_.size(), req.open_id());
+    return;
+  }
+  deferred_closes_.push_back(std::move(req));
+}
+
+void ClientCore::RetryDeferredCloses(bool once) {
+  std::vector<pb::CloseReq> todo;
+  {
+    std::lock_guard<std::mutex> lock(closes_mu_);
+    todo.swap(deferred_closes_);
+  }
+  if (todo.empty())
+    return;
+  std::shared_ptr<net::RpcChannel> ch;
+  if (once) {
+    std::lock_guard<std::mutex> lock(mds_mu_);
+    ch = mds_ch_;
+  }
+  std::vector<pb::CloseReq> left;
+  size_t sent = 0;
+  for (pb::CloseReq& r : todo) {
+    pb::CloseResp resp;
+    Status st;
+    if (once) {
+      if (!ch || !ch->connected()) {
+        left.push_back(std::move(r));
+        continue;
+      }
+      auto* ctx = r.mutable_ctx();
+      ctx->set_session_id(session_id_.load());
+      ctx->set_seq(++seq_);
+      ctx->set_uid(options_.uid);
+      ctx->set_gid(options_.gid);
+      st = ch->CallMsg(net::MsgType::kClose, r, &resp, 2000);
+    } else {
+      st = Mds(net::MsgType::kClose, &r, &resp, true);
+    }
+    if (st.ok()) {
+      ++sent;
+    } else if (st.IsRetryable() && st.code() != StatusCode::kAborted) {
+      left.push_back(std::move(r));
+    } else {
+      LOG_WARN("client: deferred close of open {} refused: {}", r.open_id(), st.ToString());
+    }
+  }
+  if (sent > 0)
+    LOG_INFO("client: {} deferred close(s) reached the MDS", sent);
+  if (!left.empty()) {
+    std::lock_guard<std::mutex> lock(closes_mu_);
+    for (pb::CloseReq& r : left)
+      deferred_closes_.push_back(std::move(r));
+  }
+}
+
 void ClientCore::Shutdown() {
   {
     // A restore by extents records its end through the session: let one that is about to
@@ -162,6 +222,10 @@ void ClientCore::Shutdown() {
     std::unique_lock<std::mutex> lock(background_mu_);
     background_cv_.wait_for(lock, std::chrono::seconds(5), [this] { return background_ == 0; });
   }
+  if (shutdown_.load())
+    return;
+  // Closing the session ends its opens but not as writes: a close that wrote goes first.
+  RetryDeferredCloses(/*once=*/true);
   if (shutdown_.exchange(true))
     return;
   if (session_id_.load() != 0) {
@@ -484,6 +548,7 @@ void ClientCore::RenewLoop() {
     if (st.ok()) {
       if (resp.lease_ms() > 0)
         lease_ms_ = resp.lease_ms();
+      RetryDeferredCloses(/*once=*/false);  // the MDS answers again
     } else if (!shutdown_) {
       LOG_WARN("client: renewing session {} failed: {}", session_id_.load(), st.ToString());
     }

@@ -147,6 +147,11 @@ class ClientCore {
   // to 5 s for what began to end.
   void BeginBackground();
   void EndBackground();
+  // A close the MDS did not get (it was unreachable for the whole retry window): sent again
+  // after each successful session renewal and once at Shutdown, so the open does not stay on
+  // the MDS for the session's life and a close that wrote still bumps the data version (and
+  // queues an export on close). At most 65,536 are kept.
+  void DeferClose(pb::CloseReq req);
 
   const ClientOptions& options() const { return options_; }
   const std::string& cluster_uuid() const { return cluster_uuid_; }
@@ -226,6 +231,9 @@ class ClientCore {
   // Opens a session; when `lost` is non-zero, only if the current session is still that one.
   Status OpenSession(uint64_t lost = 0);
   void RenewLoop();
+  // Sends the closes DeferClose kept; those that fail again stay. `once`: one short attempt
+  // each on the current channel (Shutdown), else the usual MDS retries.
+  void RetryDeferredCloses(bool once);
   // The MDS channel, connected if need be; *epoch gets the MDS's durability epoch, asked once
   // per connection (a restarted MDS is a new connection).
   Result<std::shared_ptr<net::RpcChannel>> MdsChannel(uint64_t* epoch);
@@ -286,6 +294,9 @@ class ClientCore {
   std::unique_ptr<net::EventLoop> loop_;
   std::unique_ptr<TimerQueue> timers_;
   std::unique_ptr<ThreadPool> pool_;
+
+  std::mutex closes_mu_;
+  std::vector<pb::CloseReq> deferred_closes_;  // CIUIC_GUARDED_BY(closes_mu_)
 
   std::mutex mds_mu_;
   std::shared_ptr<net::RpcChannel> mds_ch_;  // CIUIC_GUARDED_BY(mds_mu_)

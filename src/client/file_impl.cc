@@ -755,6 +755,8 @@ Status OpenFile::Close() {
     req.set_wrote(wrote);
     pb::CloseResp resp;
     Status s = core_->Mds(net::MsgType::kClose, &req, &resp, true);
+    if (!s.ok() && s.IsRetryable() && s.code() != StatusCode::kAborted)
+      core_->DeferClose(req);  // the MDS was out of reach: it gets the close later
     if (st.ok())
       st = s;
   }

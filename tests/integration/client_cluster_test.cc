@@ -279,6 +279,39 @@ TEST(ClientFailureTest, MdsRestartKeepsNamespaceAndFsyncedDataSurvivesRestarts) 
   EXPECT_EQ(c2->ReadFile("/keep/after").value_or(""), "after restart");
 }
 
+// A close that found the MDS out of reach for the whole retry window is sent again once the
+// MDS answers: the open does not stay for the session's life, and a close that wrote still
+// counts as a write (its data version moves).
+TEST(ClientFailureTest, CloseLostInAnMdsOutageIsSentWhenItAnswersAgain) {
+  auto cluster = StartCluster({.num_oss = 1, .osts_per_oss = 1});
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get(), /*ost_retry_ms=*/300);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->WriteFile("/f", "one").ok());
+  auto before = c->Stat("/f");
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  auto f = c->Open("/f", O_WRONLY, 0);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE((*f)->Pwrite("two", 3, 0).ok());
+  ASSERT_TRUE((*f)->Fsync().ok());
+  ASSERT_TRUE(cluster->StopMds().ok());
+  EXPECT_FALSE((*f)->Close().ok());  // the MDS is gone for longer than the retry window
+  ASSERT_TRUE(cluster->RestartMds().ok());
+  // The next session renewal (every third of the lease) delivers it.
+  uint64_t version = before->data_version;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (version == before->data_version && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto other = Connect(cluster.get());
+    ASSERT_TRUE(other);
+    auto st = other->Stat("/f");
+    if (st.ok())
+      version = st->data_version;
+  }
+  EXPECT_EQ(version, before->data_version + 1);
+  EXPECT_EQ(c->ReadFile("/f").value_or(""), "two");
+}
+
 TEST(ClientFailureTest, ClientOpensANewSessionWhenTheMdsForgotIt) {
   // An in-memory MDS comes back empty: it knows neither the namespace nor our session.
   auto cluster = StartCluster({.num_oss = 1, .osts_per_oss = 1, .mds_in_memory = true});
