@@ -43,7 +43,7 @@ struct ArchivedCrcs {
 
 // A restore writes the object under this name (the FID's version with its top bit set, which
 // no file has), then adopts it whole (OstStore::Adopt).
-inline constexpr uint32_t kHsmStagingVer = 0x80000000u;
+inline constexpr uint32_t kHsmStagingVer = kBufferedVerBit;
 ObjectId HsmStagingId(const ObjectId& id);
 
 // "<uuid>/<mds>:<seq>:<ver>/<data_version>/<comp>.<stripe>" (FID parts in hex with 0x).

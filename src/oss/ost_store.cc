@@ -356,7 +356,7 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
     return obj;
   const std::string data_path = ObjectPath(id);
   const std::string crc_path = data_path + std::string(kCrcSuffix);
-  const int data_flags = O_RDWR | (direct_io_ ? O_DIRECT : 0);
+  const int data_flags = O_RDWR | (DirectFor(id) ? O_DIRECT : 0);
   // Every handle opened below belongs to `obj` as soon as it is open, so an error return
   // closes it (Object's destructor).
   auto obj = std::make_shared<Object>(engine_, id);

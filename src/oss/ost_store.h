@@ -44,6 +44,11 @@
 
 namespace ciuic::oss {
 
+// Objects whose FID version has this bit are read and written through the page cache even on
+// an OST that uses O_DIRECT: HSM staging objects (HsmStagingId), which a restore fills and its
+// readers read back at once, so the read-back costs no second trip to the disk.
+inline constexpr uint32_t kBufferedVerBit = 0x80000000u;
+
 struct ObjStat {
   bool exists = false;
   uint64_t length = 0;
@@ -284,6 +289,10 @@ class OstStore {
   std::string objects_dir_;
   io::FileHandle stamp_fh_ = -1;
   bool direct_io_ = true;
+  // O_DIRECT for this object's data file (never for staging objects: kBufferedVerBit).
+  bool DirectFor(const ObjectId& id) const {
+    return direct_io_ && (id.fid.ver & kBufferedVerBit) == 0;
+  }
   std::unique_ptr<DirtyLog> dirty_log_;
   std::shared_ptr<ReadBufferPool> read_pool_;
 

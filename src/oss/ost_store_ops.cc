@@ -495,7 +495,8 @@ Status OstStore::RecoverObject(const ObjectId& id, const std::vector<uint32_t>& 
   const std::string data_path = ObjectPath(id);
   const std::string crc_path = data_path + std::string(kCrcSuffix);
   auto obj = std::make_shared<Object>(engine_, id);
-  Result<io::FileHandle> data_fh = engine_->Open(data_path, O_RDWR | (direct_io_ ? O_DIRECT : 0));
+  Result<io::FileHandle> data_fh =
+      engine_->Open(data_path, O_RDWR | (DirectFor(id) ? O_DIRECT : 0));
   if (!data_fh.ok()) {
     if (data_fh.status().code() != StatusCode::kNotFound)
       return data_fh.status();
