@@ -31,6 +31,9 @@ constexpr size_t kChunk = 8u << 20;
 constexpr uint32_t kPage = 1000;
 // Queued files (export on close) listed per request.
 constexpr uint32_t kQueuePage = 1000;
+// `sync` holds at most this many object names of one directory to find deleted objects; a
+// bigger directory is checked with a Head per file.
+constexpr size_t kMaxListedPerDir = 100000;
 // `repo status` counts the queue up to this many ("10000+").
 constexpr uint32_t kStatusQueueMax = 10000;
 // Files copied or checked at once: each is a few MDS round trips and a store request, so a few
@@ -137,10 +140,15 @@ class Repo {
   // changed files back (export), or counts (status).
   Status Walk(const std::string& rel) {
     const std::string path = rel.empty() ? dir_ : Join(dir_, rel);
+    // sync: the names the repository holds in this directory (one listing request per 1,000
+    // instead of a Head per file to find deleted objects).
+    Listed listed;
     // A page at a time, so a directory of a million files costs one page of memory.
     uint64_t cookie = 0;
     for (;;) {
       CIUIC_ASSIGN_OR_RETURN(DirPage page, c_.ReadDirPage(path, cookie, kPage));
+      if (action_ == "sync" && cookie == 0 && !page.entries.empty())
+        CIUIC_RETURN_IF_ERROR(ListDir(rel, &listed));
       std::vector<std::string> files_here;
       for (const DirEntry& e : page.entries) {
         if (e.name == "." || e.name == ".." || e.name.rfind(kTmpPrefix, 0) == 0)
@@ -154,7 +162,7 @@ class Repo {
           files_here.push_back(child_rel);
         }
       }
-      RunParallel(files_here.size(), [&](size_t i) { WalkFile(files_here[i]); });
+      RunParallel(files_here.size(), [&](size_t i) { WalkFile(files_here[i], listed); });
       if (page.eof)
         break;
       cookie = page.next_cookie;
@@ -307,7 +315,38 @@ class Repo {
     return c_.SetXattr(tmp, kObjXattr, Encode(r));
   }
 
-  void WalkFile(const std::string& rel) {
+  // The object names of one directory of the repository, as `sync` saw them.
+  struct Listed {
+    bool complete = false;  // false: too many to hold (or not listed): each file is Headed
+    std::unordered_set<std::string> names;
+  };
+
+  // Lists the repository's directory `rel` (keys "rel/NAME", not deeper) into *out, up to
+  // kMaxListedPerDir names; past that *out stays incomplete, so memory stays bounded.
+  Status ListDir(const std::string& rel, Listed* out) {
+    out->complete = false;
+    out->names.clear();
+    objstore::ListOptions lo;
+    lo.prefix = rel.empty() ? "" : rel + "/";
+    lo.delimiter = "/";
+    lo.max_keys = kPage;
+    for (;;) {
+      CIUIC_ASSIGN_OR_RETURN(objstore::ListPage page, store_.List(lo));
+      for (const objstore::ObjectInfo& o : page.objects)
+        out->names.insert(o.key.substr(lo.prefix.size()));
+      if (out->names.size() > kMaxListedPerDir) {
+        out->names.clear();
+        return Status::OK();
+      }
+      if (page.next.empty())
+        break;
+      lo.start = page.next;
+    }
+    out->complete = true;
+    return Status::OK();
+  }
+
+  void WalkFile(const std::string& rel, const Listed& listed) {
     const std::string path = Join(dir_, rel);
     ++files;
     Result<FileStat> st = c_.Stat(path);
@@ -330,6 +369,10 @@ class Repo {
     if (action_ == "sync") {
       if (!has || renamed)
         return;  // made or renamed here: sync leaves it to export
+      if (listed.complete && listed.names.count(rel.substr(rel.rfind('/') + 1)) > 0)
+        return;  // still in the repository
+      // Not listed (or too many to list): a Head says, and catches an object put back since
+      // the listing.
       Result<objstore::ObjectInfo> h = store_.Head(rel);
       if (h.ok())
         return;
