@@ -1284,6 +1284,23 @@ int Main(int argc, char** argv) {
     });
   }
 
+  double agent_every = 0.5;
+  auto* agent = repo->add_subcommand(
+      "agent",
+      "export what writers close in every directory linked with --export-on-close, as it "
+      "happens (ciuic cluster up runs one; runs until stopped)\n"
+      "Example: ciuic repo agent --every 0.5");
+  agent->add_option("--every", agent_every, "seconds between looks at the queues (0.5)")
+      ->check(CLI::Range(0.05, 3600.0));
+  agent->callback([&] {
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    rc = CmdRepoAgent(**c, agent_every);
+  });
+
   auto* df = app.add_subcommand("df", "space per OST and in the cold tier\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");
   df->add_flag("-h,--human-readable", flag_h, "human-readable sizes");

@@ -285,6 +285,21 @@ bool IsPolicyProcess(pid_t pid) {
   return !IsZombie(pid);
 }
 
+// The data repositories' export agent of the cluster: `ciuic ... repo agent`.
+fs::path AgentPidFile(const fs::path& dir) {
+  return dir / "run" / "repo-agent.pid";
+}
+
+bool IsAgentProcess(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0)
+    return false;
+  std::ifstream in(fmt::format("/proc/{}/cmdline", pid));
+  std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (cmd.find(std::string("\0repo\0agent", 11)) == std::string::npos)
+    return false;
+  return !IsZombie(pid);
+}
+
 // Applies the HSM flags given to `cluster up` to `shape`; false (after one line) when bad.
 bool ApplyHsmFlags(const ClusterUpOptions& o, Shape* shape) {
   if (o.hsm_every_s >= 0)
@@ -579,6 +594,19 @@ int ClusterUp(const ClusterUpOptions& o) {
     }
     (void)WritePid(PolicyPidFile(dir), *pid).ok();
   }
+  // The export agent: directories linked with --export-on-close export what writers close
+  // (docs/design.md "Data repositories"). It holds the repositories' credentials as the OSSes
+  // do: those of this environment.
+  if (!IsAgentProcess(ReadPid(AgentPidFile(dir)))) {
+    std::vector<std::string> argv = {FindBinary("ciuic"), "--cluster", conf.string(), "repo",
+                                     "agent"};
+    auto pid = Spawn(argv, dir / "logs" / "repo-agent.out");
+    if (!pid.ok()) {
+      Fail(pid.status().message());
+      return 1;
+    }
+    (void)WritePid(AgentPidFile(dir), *pid).ok();
+  }
   fmt::print("ciuic cluster up: MDS at {}, {} OSS x {} OSTs, data in {}\n", cf.mds.ToString(),
              shape.num_oss, shape.osts_per_oss, dir.string());
   fmt::print("cluster file: {}\n  export CIUIC_CLUSTER={}\n", conf.string(), conf.string());
@@ -598,6 +626,10 @@ int ClusterDown(const std::string& dir_in, int timeout_s) {
   if (pid_t pp = ReadPid(PolicyPidFile(dir)); IsPolicyProcess(pp)) {
     ::kill(pp, SIGTERM);
     live.emplace_back("policy", pp);
+  }
+  if (pid_t ap = ReadPid(AgentPidFile(dir)); IsAgentProcess(ap)) {
+    ::kill(ap, SIGTERM);
+    live.emplace_back("repo agent", ap);
   }
   for (const auto& [name, pidfile] : PidFiles(dir, *shape)) {
     pid_t pid = ReadPid(pidfile);
@@ -625,6 +657,7 @@ int ClusterDown(const std::string& dir_in, int timeout_s) {
   }
   std::error_code pec;
   fs::remove(PolicyPidFile(dir), pec);
+  fs::remove(AgentPidFile(dir), pec);
   if (stopped == 0) {
     fmt::print("ciuic cluster in {} was not running\n", dir.string());
   } else {

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -648,6 +650,53 @@ int CmdRepo(Client& c,
       rc = 1;
   }
   return rc;
+}
+
+int CmdRepoAgent(Client& c, double every_s, const std::function<bool()>& stop) {
+  using Clock = std::chrono::steady_clock;
+  struct Backoff {
+    int fails = 0;
+    Clock::time_point next{};
+  };
+  std::map<std::string, Backoff> links;
+  const auto every = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::max(every_s, 0.05)));
+  std::string last_error;
+  fmt::print("ciuic repo agent: exporting what closes queue, every {} s\n", every_s);
+  std::fflush(stdout);
+  while (!stop || !stop()) {
+    Result<std::vector<std::string>> dirs = c.RepoExportLinks();
+    if (!dirs.ok()) {
+      // The MDS away: said once, and asked again at the next tick.
+      if (dirs.status().message() != last_error) {
+        last_error = dirs.status().message();
+        fmt::print(stderr, "ciuic: repo agent: {}\n", last_error);
+      }
+    } else {
+      last_error.clear();
+      std::map<std::string, Backoff> now_links;
+      for (const std::string& d : *dirs) {
+        auto it = links.find(d);
+        now_links[d] = it == links.end() ? Backoff{} : it->second;
+      }
+      links.swap(now_links);
+      for (auto& [dir, b] : links) {
+        const Clock::time_point now = Clock::now();
+        if (now < b.next)
+          continue;
+        if (CmdRepo(c, "export-closed-quiet", dir, "") == 0) {
+          b = Backoff{};
+        } else {
+          // Failed files stay queued; a failing link is tried less often, up to once a minute.
+          ++b.fails;
+          b.next = now + std::min<Clock::duration>(every * (int64_t{1} << std::min(b.fails, 10)),
+                                                   std::chrono::seconds(60));
+        }
+      }
+    }
+    std::this_thread::sleep_for(every);
+  }
+  return 0;
 }
 
 int CmdRepoExportOnClose(Client& c, const std::string& dir, bool on) {

@@ -10,6 +10,7 @@
 // as durable as the files.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "ciuic/client.h"
@@ -35,5 +36,11 @@ int CmdRepo(Client& c,
 // close that wrote a file below it queues the file on the MDS, and `sync` (a running
 // `sync --interval` at once) exports the queue. Returns 0, or 1 after one line on stderr.
 int CmdRepoExportOnClose(Client& c, const std::string& dir, bool on);
+
+// `ciuic repo agent`: every `every_s` seconds, exports what closes queued in every linked
+// directory that exports on close (`ciuic cluster up` runs one). A link that fails is tried
+// again later, less often (up to once a minute); an MDS away is said once. Runs until `stop`
+// returns true (never when null).
+int CmdRepoAgent(Client& c, double every_s, const std::function<bool()>& stop = nullptr);
 
 }  // namespace ciuic::cli

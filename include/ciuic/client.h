@@ -536,6 +536,8 @@ class Client {
   virtual Result<RepoQueue> RepoListQueue(const std::string& dir, uint32_t max) = 0;
   // Drops the entries exported (each at `version` or later; a newer close stays queued).
   virtual Status RepoQueueDone(const std::string& dir, const std::vector<RepoQueued>& done) = 0;
+  // The directories that export on close, by path (admin key; `ciuic repo agent`).
+  virtual Result<std::vector<std::string>> RepoExportLinks() = 0;
 
   // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
   // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.

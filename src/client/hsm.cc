@@ -47,6 +47,7 @@ constexpr uint32_t kRepoOpOn = 1;
 constexpr uint32_t kRepoOpOff = 2;
 constexpr uint32_t kRepoOpList = 3;
 constexpr uint32_t kRepoOpDone = 4;
+constexpr uint32_t kRepoOpLinks = 5;
 // HsmObjReq.op (src/proto/ciuic.proto).
 constexpr uint32_t kObjArchive = 1;
 constexpr uint32_t kObjVerify = 2;
@@ -479,6 +480,18 @@ Status ClientImpl::RepoQueueDone(const std::string& dir, const std::vector<RepoQ
   }
   pb::RepoQueueResp resp;
   return RepoQueueCall(dir, &req, &resp);
+}
+
+Result<std::vector<std::string>> ClientImpl::RepoExportLinks() {
+  pb::RepoQueueReq req;
+  req.set_op(kRepoOpLinks);
+  pb::RepoQueueResp resp;
+  CIUIC_RETURN_IF_ERROR(core_->Mds(net::MsgType::kRepoQueue, &req, &resp, false));
+  std::vector<std::string> out;
+  out.reserve(resp.entries_size());
+  for (const pb::RepoQueueEntry& e : resp.entries())
+    out.push_back(e.path());
+  return out;
 }
 
 Result<HsmStatus> ClientImpl::HsmGetState(const std::string& path) {

@@ -285,6 +285,8 @@ class MetaService {
   // A close that wrote regular file `rec`: queues it for export when a directory above it
   // exports on close (ops/repo.cc).
   Status QueueExportOnClose(Txn& t, const pb::InodeRecord& rec);
+  // Directory `d` no longer exports on close: its key and its queue go (switched off, removed).
+  Status DropExportDir(Txn& t, const Fid& d);
   // The path of `fid` below directory `top` ("a/b"), from the names and parents inodes record;
   // "" when it has none there (removed, moved out, or a name the inode no longer records).
   Result<std::string> PathBelow(Reader& r, const Fid& fid, const Fid& top);

@@ -139,41 +139,42 @@ class RepoBase:
         self.assertEqual(self.ls(d), ["y.bin"])
 
     def check_export_on_close(self, d, url, get, atomic):
-        """`link --export-on-close`: a running `sync --interval` exports a file as soon as its
-        writer closes it, long before the next interval, and never before the close."""
+        """`link --export-on-close`: the agent `cluster up` started exports a file as soon as its
+        writer closes it, and never before the close; nothing else needs to run."""
         ciuic("repo", "link", "--export-on-close", d, url, env=self.env)
-        p = subprocess.Popen([os.path.join(BIN, "ciuic"), "repo", "sync", d, "--interval", "600"],
-                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            data = os.urandom((3 << 20) + 17)
-            src = os.path.join(self.tmp, "onclose.src")
-            write(src, data)
-            ciuic("mkdir", "-p", d + "/closed", env=self.env)
-            ciuic("put", src, d + "/closed/file.bin", env=self.env)
-            got = first = None
-            for _ in range(120):
-                try:
-                    got = get("closed/file.bin")
-                except Exception:  # not there yet
-                    got = None
-                if first is None:
-                    first = got
-                if got == data:
-                    break
-                time.sleep(0.25)
-            self.assertEqual(got, data)
-            if atomic:
-                # Exported once, after the close: whole at its first appearance (s3rver is left
-                # out: it serves an object while its PUT is still arriving).
-                self.assertEqual(first, data)
-            self.assertIsNone(p.poll())
+        data = os.urandom((3 << 20) + 17)
+        src = os.path.join(self.tmp, "onclose.src")
+        write(src, data)
+        ciuic("mkdir", "-p", d + "/closed", env=self.env)
+        ciuic("put", src, d + "/closed/file.bin", env=self.env)
+        got = first = None
+        for _ in range(120):
+            try:
+                got = get("closed/file.bin")
+            except Exception:  # not there yet
+                got = None
+            if first is None:
+                first = got
+            if got == data:
+                break
+            time.sleep(0.25)
+        self.assertEqual(got, data)
+        if atomic:
+            # Exported once, after the close: whole at its first appearance (s3rver is left
+            # out: it serves an object while its PUT is still arriving).
+            self.assertEqual(first, data)
+        for _ in range(40):  # the agent records the export just after the PUT
             status = ciuic("repo", "status", d, env=self.env).stdout.decode()
-            self.assertIn("export-on-close on queued 0", status)
-        finally:
-            p.kill()
-            p.wait()
+            if "export-on-close on queued 0" in status:
+                break
+            time.sleep(0.25)
+        self.assertIn("export-on-close on queued 0", status)
         r = ciuic("repo", "link", "--no-export-on-close", d, url, env=self.env)
         self.assertIn("export on close off", r.stdout.decode())
+        ciuic("put", src, d + "/closed/after-off.bin", env=self.env)
+        time.sleep(1.5)  # three agent ticks
+        with self.assertRaises(Exception):
+            get("closed/after-off.bin")
 
     def check_not_linked(self):
         ciuic("mkdir", "-p", "/plain", env=self.env)

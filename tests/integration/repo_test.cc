@@ -3,10 +3,12 @@
 // the test changes behind ciuic's back and makes fail.
 #include <fcntl.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -309,6 +311,43 @@ TEST_F(RepoTest, ExportOnCloseQueuesWhatWritersClose) {
   ASSERT_TRUE(tenant.ok()) << tenant.status().ToString();
   EXPECT_EQ((*tenant)->RepoSetExportOnClose("/r", true).code(), StatusCode::kPermissionDenied);
   EXPECT_EQ((*tenant)->RepoListQueue("/r", 0).status().code(), StatusCode::kPermissionDenied);
+}
+
+// The agent (`ciuic repo agent`, which `cluster up` starts) exports what closes queue in every
+// directory that exports on close, and forgets a directory that is removed.
+TEST_F(RepoTest, AgentExportsWhatClosesQueue) {
+  ASSERT_TRUE(store_->Put("a", "alpha").ok());
+  ASSERT_EQ(Run("link", "/r"), 0);
+  ASSERT_EQ(cli::CmdRepoExportOnClose(*client_, "/r", true), 0);
+  auto links = client_->RepoExportLinks();
+  ASSERT_TRUE(links.ok()) << links.status().ToString();
+  EXPECT_EQ(*links, std::vector<std::string>{"/r"});
+  std::atomic<bool> stop{false};
+  std::thread agent([&] { cli::CmdRepoAgent(*client_, 0.05, [&] { return stop.load(); }); });
+  ASSERT_TRUE(client_->MkdirAll("/r/sub").ok());
+  ASSERT_TRUE(client_->WriteFile("/r/sub/x", "closed, then exported").ok());
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = store_->GetAll("sub/x");
+    if (r.ok() && *r == "closed, then exported") {
+      got = *r;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop = true;
+  agent.join();
+  EXPECT_EQ(got, "closed, then exported");
+  // A removed directory stops exporting: its switch and queue go with it.
+  ASSERT_TRUE(client_->WriteFile("/r/sub/y", "queued, never exported").ok());
+  for (const char* f : {"/r/a", "/r/sub/x", "/r/sub/y"})
+    ASSERT_TRUE(client_->Unlink(f).ok()) << f;
+  ASSERT_TRUE(client_->Rmdir("/r/sub").ok());
+  ASSERT_TRUE(client_->Rmdir("/r").ok());
+  links = client_->RepoExportLinks();
+  ASSERT_TRUE(links.ok());
+  EXPECT_TRUE(links->empty());
 }
 
 // A file renamed here: sync leaves it alone, export moves its object to the new key.

@@ -2,6 +2,7 @@
 // closed after writing below a linked directory that exports on close, and the paths of those
 // files from the names their inodes record.
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@ constexpr uint32_t kOpOn = 1;
 constexpr uint32_t kOpOff = 2;
 constexpr uint32_t kOpList = 3;
 constexpr uint32_t kOpDone = 4;
+constexpr uint32_t kOpLinks = 5;
 constexpr uint32_t kDefaultList = 1000;
 constexpr uint32_t kMaxList = 10000;
 // Deeper than any path can be (PATH_MAX / 2); a longer chain is a corrupt namespace.
@@ -102,7 +104,46 @@ Status MetaService::QueueExportOnClose(Txn& t, const pb::InodeRecord& rec) {
   return Status::OK();
 }
 
+Status MetaService::DropExportDir(Txn& t, const Fid& d) {
+  t.Delete(Cf::kSystem, RepoExportKey(d));
+  // What was queued goes too: `ciuic repo export` finds changed files by walking.
+  const std::string prefix = ExportQueuePrefix(d);
+  std::vector<std::string> keys;
+  CIUIC_RETURN_IF_ERROR(
+      t.Scan(Cf::kSystem, prefix, PrefixEnd(prefix), [&](std::string_view k, std::string_view) {
+        keys.emplace_back(k);
+        return true;
+      }));
+  for (const std::string& k : keys)
+    t.Delete(Cf::kSystem, k);
+  t.OnCommit([this, d] {
+    std::lock_guard<std::mutex> lock(repo_mu_);
+    export_dirs_.erase(d);
+  });
+  return Status::OK();
+}
+
 Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp* resp) {
+  if (req.op() == kOpLinks) {
+    // Every directory that exports on close, with its path (an exporter finds its work here).
+    std::vector<Fid> dirs;
+    {
+      std::lock_guard<std::mutex> lock(repo_mu_);
+      dirs.assign(export_dirs_.begin(), export_dirs_.end());
+    }
+    std::sort(dirs.begin(), dirs.end(), [](const Fid& a, const Fid& b) {
+      return std::tie(a.seq, a.mds, a.ver) < std::tie(b.seq, b.mds, b.ver);
+    });
+    for (const Fid& d : dirs) {
+      CIUIC_ASSIGN_OR_RETURN(std::string path, PathBelow(t, d, kRootFid));
+      if (path.empty() && d != kRootFid)
+        continue;  // moved out of reach of its recorded name, or made before names were kept
+      pb::RepoQueueEntry* e = resp->add_entries();
+      net::ToPb(d, e->mutable_fid());
+      e->set_path("/" + path);
+    }
+    return Status::OK();
+  }
   pb::InodeRecord dir;
   CIUIC_RETURN_IF_ERROR(GetDir(t, req.dir(), &dir));
   const Fid d = ToFid(req.dir());
@@ -115,23 +156,9 @@ Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp
         export_dirs_.insert(d);
       });
       break;
-    case kOpOff: {
-      t.Delete(Cf::kSystem, RepoExportKey(d));
-      // What was queued goes too: `ciuic repo export` finds changed files by walking.
-      std::vector<std::string> keys;
-      CIUIC_RETURN_IF_ERROR(
-          t.Scan(Cf::kSystem, prefix, PrefixEnd(prefix), [&](std::string_view k, std::string_view) {
-            keys.emplace_back(k);
-            return true;
-          }));
-      for (const std::string& k : keys)
-        t.Delete(Cf::kSystem, k);
-      t.OnCommit([this, d] {
-        std::lock_guard<std::mutex> lock(repo_mu_);
-        export_dirs_.erase(d);
-      });
+    case kOpOff:
+      CIUIC_RETURN_IF_ERROR(DropExportDir(t, d));
       break;
-    }
     case kOpList: {
       const uint32_t max = std::min(req.max() == 0 ? kDefaultList : req.max(), kMaxList);
       Status bad = Status::OK();

@@ -92,6 +92,15 @@ Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
     }
   }
   t.Delete(Cf::kSystem, HsmKey(fid));
+  if (IsDir(rec)) {
+    bool exports;
+    {
+      std::lock_guard<std::mutex> lock(repo_mu_);
+      exports = export_dirs_.count(fid) > 0;
+    }
+    if (exports)
+      CIUIC_RETURN_IF_ERROR(DropExportDir(t, fid));
+  }
   std::vector<std::string> xattrs;
   const std::string prefix = XattrPrefix(fid);
   CIUIC_RETURN_IF_ERROR(
