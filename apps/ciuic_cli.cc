@@ -1284,6 +1284,18 @@ int Main(int argc, char** argv) {
     });
   }
 
+  auto* repo_list = repo->add_subcommand(
+      "list",
+      "every linked directory: its URL, export on close, files queued for export\n"
+      "Example: ciuic repo list");
+  repo_list->callback([&] {
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    rc = CmdRepoList(**c);
+  });
   double agent_every = 0.5;
   auto* agent = repo->add_subcommand(
       "agent",

@@ -606,6 +606,11 @@ int CmdRepo(Client& c,
     if (Status s = c.SetXattr(dir, kUrlXattr, link_url); !s.ok())
       return fail(dir, s.message());
   }
+  if (action == "link" || action == "sync") {
+    // Listed by `ciuic repo list` (links made before the MDS kept this are recorded by a sync).
+    if (Status s = c.RepoRecordLink(dir); !s.ok())
+      return fail(dir, s.message());
+  }
   if (action == "export-closed" || action == "export-closed-quiet")
     return Drain(c, dir, link_url, **store, action == "export-closed-quiet");
   Repo repo(c, action, dir, link_url, **store, copy);
@@ -665,7 +670,7 @@ int CmdRepoAgent(Client& c, double every_s, const std::function<bool()>& stop) {
   fmt::print("ciuic repo agent: exporting what closes queue, every {} s\n", every_s);
   std::fflush(stdout);
   while (!stop || !stop()) {
-    Result<std::vector<std::string>> dirs = c.RepoExportLinks();
+    Result<std::vector<RepoLink>> dirs = c.RepoLinks();
     if (!dirs.ok()) {
       // The MDS away: said once, and asked again at the next tick.
       if (dirs.status().message() != last_error) {
@@ -675,9 +680,11 @@ int CmdRepoAgent(Client& c, double every_s, const std::function<bool()>& stop) {
     } else {
       last_error.clear();
       std::map<std::string, Backoff> now_links;
-      for (const std::string& d : *dirs) {
-        auto it = links.find(d);
-        now_links[d] = it == links.end() ? Backoff{} : it->second;
+      for (const RepoLink& l : *dirs) {
+        if (!l.export_on_close)
+          continue;
+        auto it = links.find(l.path);
+        now_links[l.path] = it == links.end() ? Backoff{} : it->second;
       }
       links.swap(now_links);
       for (auto& [dir, b] : links) {
@@ -697,6 +704,30 @@ int CmdRepoAgent(Client& c, double every_s, const std::function<bool()>& stop) {
     std::this_thread::sleep_for(every);
   }
   return 0;
+}
+
+int CmdRepoList(Client& c) {
+  Result<std::vector<RepoLink>> links = c.RepoLinks();
+  if (!links.ok()) {
+    fmt::print(stderr, "ciuic: repo list: {}\n", links.status().message());
+    return 1;
+  }
+  int rc = 0;
+  for (const RepoLink& l : *links) {
+    Result<std::string> url = c.GetXattr(l.path, kUrlXattr);
+    Result<RepoQueue> q = c.RepoListQueue(l.path, kStatusQueueMax);
+    if (!url.ok() || !q.ok()) {
+      fmt::print(stderr, "ciuic: repo list: {}: {}\n", l.path,
+                 (!url.ok() ? url.status() : q.status()).message());
+      rc = 1;
+      continue;
+    }
+    fmt::print("{} {} export-on-close {} queued {}{}\n", l.path, *url,
+               l.export_on_close ? "on" : "off", q->entries.size(),
+               q->entries.size() >= kStatusQueueMax ? "+" : "");
+  }
+  std::fflush(stdout);
+  return rc;
 }
 
 int CmdRepoExportOnClose(Client& c, const std::string& dir, bool on) {

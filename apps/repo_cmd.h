@@ -37,6 +37,9 @@ int CmdRepo(Client& c,
 // `sync --interval` at once) exports the queue. Returns 0, or 1 after one line on stderr.
 int CmdRepoExportOnClose(Client& c, const std::string& dir, bool on);
 
+// `ciuic repo list`: one line per linked directory: path, URL, export on close, files queued.
+int CmdRepoList(Client& c);
+
 // `ciuic repo agent`: every `every_s` seconds, exports what closes queued in every linked
 // directory that exports on close (`ciuic cluster up` runs one). A link that fails is tried
 // again later, less often (up to once a minute); an MDS away is said once. Runs until `stop`

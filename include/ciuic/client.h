@@ -319,6 +319,10 @@ struct RepoQueued {
   uint64_t version = 0;  // the data version its last close made
   std::string path;      // relative to the linked directory; empty: no path there any more
 };
+struct RepoLink {
+  std::string path;  // from the root
+  bool export_on_close = false;
+};
 struct RepoQueue {
   bool export_on_close = false;
   std::vector<RepoQueued> entries;
@@ -536,8 +540,11 @@ class Client {
   virtual Result<RepoQueue> RepoListQueue(const std::string& dir, uint32_t max) = 0;
   // Drops the entries exported (each at `version` or later; a newer close stays queued).
   virtual Status RepoQueueDone(const std::string& dir, const std::vector<RepoQueued>& done) = 0;
-  // The directories that export on close, by path (admin key; `ciuic repo agent`).
-  virtual Result<std::vector<std::string>> RepoExportLinks() = 0;
+  // Records `dir` as linked to a data repository (admin key; `ciuic repo link`), so RepoLinks
+  // lists it; removing the directory forgets it.
+  virtual Status RepoRecordLink(const std::string& dir) = 0;
+  // The linked directories, by path, and which of them export on close (admin key).
+  virtual Result<std::vector<RepoLink>> RepoLinks() = 0;
 
   // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
   // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.

@@ -69,7 +69,8 @@ class ClientImpl : public Client {
   Status RepoSetExportOnClose(const std::string& dir, bool on) override;
   Result<RepoQueue> RepoListQueue(const std::string& dir, uint32_t max) override;
   Status RepoQueueDone(const std::string& dir, const std::vector<RepoQueued>& done) override;
-  Result<std::vector<std::string>> RepoExportLinks() override;
+  Status RepoRecordLink(const std::string& dir) override;
+  Result<std::vector<RepoLink>> RepoLinks() override;
   Result<HsmStatus> HsmGetState(const std::string& path) override;
   Result<FileStat> LookupAt(const FileId& parent, const std::string& name) override;
   Result<FileStat> GetAttrAt(const FileId& id) override;

@@ -48,6 +48,7 @@ constexpr uint32_t kRepoOpOff = 2;
 constexpr uint32_t kRepoOpList = 3;
 constexpr uint32_t kRepoOpDone = 4;
 constexpr uint32_t kRepoOpLinks = 5;
+constexpr uint32_t kRepoOpRecordLink = 6;
 // HsmObjReq.op (src/proto/ciuic.proto).
 constexpr uint32_t kObjArchive = 1;
 constexpr uint32_t kObjVerify = 2;
@@ -482,15 +483,22 @@ Status ClientImpl::RepoQueueDone(const std::string& dir, const std::vector<RepoQ
   return RepoQueueCall(dir, &req, &resp);
 }
 
-Result<std::vector<std::string>> ClientImpl::RepoExportLinks() {
+Status ClientImpl::RepoRecordLink(const std::string& dir) {
+  pb::RepoQueueReq req;
+  req.set_op(kRepoOpRecordLink);
+  pb::RepoQueueResp resp;
+  return RepoQueueCall(dir, &req, &resp);
+}
+
+Result<std::vector<RepoLink>> ClientImpl::RepoLinks() {
   pb::RepoQueueReq req;
   req.set_op(kRepoOpLinks);
   pb::RepoQueueResp resp;
   CIUIC_RETURN_IF_ERROR(core_->Mds(net::MsgType::kRepoQueue, &req, &resp, false));
-  std::vector<std::string> out;
+  std::vector<RepoLink> out;
   out.reserve(resp.entries_size());
   for (const pb::RepoQueueEntry& e : resp.entries())
-    out.push_back(e.path());
+    out.push_back(RepoLink{e.path(), e.export_on_close()});
   return out;
 }
 

@@ -133,6 +133,12 @@ std::string RepoExportKey(const Fid& dir) {
   return k;
 }
 
+std::string RepoLinkKey(const Fid& dir) {
+  std::string k(kRepoLinkPrefix);
+  AppendFid(&k, dir);
+  return k;
+}
+
 std::string ExportQueuePrefix(const Fid& dir) {
   std::string k(kExportQueuePrefix);
   AppendFid(&k, dir);

@@ -75,6 +75,9 @@ std::string OstKey(uint32_t index);
 // "repoexp/" · Fid: a linked directory that exports on close (value empty).
 inline constexpr std::string_view kRepoExportPrefix = "repoexp/";
 std::string RepoExportKey(const Fid& dir);
+// "repolink/" · Fid: a directory linked to a data repository (value empty).
+inline constexpr std::string_view kRepoLinkPrefix = "repolink/";
+std::string RepoLinkKey(const Fid& dir);
 // "expq/" · dir Fid · file Fid: a file closed after writing below `dir`, waiting for its
 // export; the value is the data version (u64 BE) the close made.
 inline constexpr std::string_view kExportQueuePrefix = "expq/";

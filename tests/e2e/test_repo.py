@@ -142,6 +142,8 @@ class RepoBase:
         """`link --export-on-close`: the agent `cluster up` started exports a file as soon as its
         writer closes it, and never before the close; nothing else needs to run."""
         ciuic("repo", "link", "--export-on-close", d, url, env=self.env)
+        self.assertIn("%s %s export-on-close on queued 0" % (d, url),
+                      ciuic("repo", "list", env=self.env).stdout.decode())
         data = os.urandom((3 << 20) + 17)
         src = os.path.join(self.tmp, "onclose.src")
         write(src, data)

@@ -319,13 +319,28 @@ TEST_F(RepoTest, AgentExportsWhatClosesQueue) {
   ASSERT_TRUE(store_->Put("a", "alpha").ok());
   ASSERT_EQ(Run("link", "/r"), 0);
   ASSERT_EQ(cli::CmdRepoExportOnClose(*client_, "/r", true), 0);
-  auto links = client_->RepoExportLinks();
+  // Linked elsewhere too, without export on close: listed, and left alone by the agent.
+  ASSERT_TRUE(objstore::SharedMemObjectStore(name_ + "-2")->Put("b", "bee").ok());
+  ASSERT_EQ(cli::CmdRepo(*client_, "link", "/q", url_ + "-2"), 0);
+  auto links = client_->RepoLinks();
   ASSERT_TRUE(links.ok()) << links.status().ToString();
-  EXPECT_EQ(*links, std::vector<std::string>{"/r"});
+  ASSERT_EQ(links->size(), 2u);
+  EXPECT_EQ((*links)[0].path, "/r");  // linked first: the lower FID
+  EXPECT_TRUE((*links)[0].export_on_close);
+  EXPECT_EQ((*links)[1].path, "/q");
+  EXPECT_FALSE((*links)[1].export_on_close);
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::CmdRepoList(*client_), 0);
+  const std::string listed = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(listed.find("/r " + url_ + " export-on-close on queued 0\n"), std::string::npos)
+      << listed;
+  EXPECT_NE(listed.find("/q " + url_ + "-2 export-on-close off queued 0\n"), std::string::npos)
+      << listed;
   std::atomic<bool> stop{false};
   std::thread agent([&] { cli::CmdRepoAgent(*client_, 0.05, [&] { return stop.load(); }); });
   ASSERT_TRUE(client_->MkdirAll("/r/sub").ok());
   ASSERT_TRUE(client_->WriteFile("/r/sub/x", "closed, then exported").ok());
+  ASSERT_TRUE(client_->WriteFile("/q/b", "changed, not exported on close").ok());
   std::string got;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -339,15 +354,17 @@ TEST_F(RepoTest, AgentExportsWhatClosesQueue) {
   stop = true;
   agent.join();
   EXPECT_EQ(got, "closed, then exported");
-  // A removed directory stops exporting: its switch and queue go with it.
+  EXPECT_EQ(*objstore::SharedMemObjectStore(name_ + "-2")->GetAll("b"), "bee");
+  // A removed directory is no link: its switch and queue go with it.
   ASSERT_TRUE(client_->WriteFile("/r/sub/y", "queued, never exported").ok());
   for (const char* f : {"/r/a", "/r/sub/x", "/r/sub/y"})
     ASSERT_TRUE(client_->Unlink(f).ok()) << f;
   ASSERT_TRUE(client_->Rmdir("/r/sub").ok());
   ASSERT_TRUE(client_->Rmdir("/r").ok());
-  links = client_->RepoExportLinks();
+  links = client_->RepoLinks();
   ASSERT_TRUE(links.ok());
-  EXPECT_TRUE(links->empty());
+  ASSERT_EQ(links->size(), 1u);
+  EXPECT_EQ((*links)[0].path, "/q");
 }
 
 // A file renamed here: sync leaves it alone, export moves its object to the new key.

@@ -2,6 +2,7 @@
 // closed after writing below a linked directory that exports on close, and the paths of those
 // files from the names their inodes record.
 #include <algorithm>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -18,6 +19,13 @@ constexpr uint32_t kOpOff = 2;
 constexpr uint32_t kOpList = 3;
 constexpr uint32_t kOpDone = 4;
 constexpr uint32_t kOpLinks = 5;
+constexpr uint32_t kOpRecordLink = 6;
+
+struct FidLess {
+  bool operator()(const Fid& a, const Fid& b) const {
+    return std::tie(a.seq, a.mds, a.ver) < std::tie(b.seq, b.mds, b.ver);
+  }
+};
 constexpr uint32_t kDefaultList = 1000;
 constexpr uint32_t kMaxList = 10000;
 // Deeper than any path can be (PATH_MAX / 2); a longer chain is a corrupt namespace.
@@ -125,15 +133,27 @@ Status MetaService::DropExportDir(Txn& t, const Fid& d) {
 
 Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp* resp) {
   if (req.op() == kOpLinks) {
-    // Every directory that exports on close, with its path (an exporter finds its work here).
-    std::vector<Fid> dirs;
+    // Every linked directory (recorded by op 6) and every one that exports on close, with its
+    // path: `ciuic repo list`, and the export agent finds its work here.
+    std::set<Fid, FidLess> dirs;
+    std::set<Fid, FidLess> exporting;
     {
       std::lock_guard<std::mutex> lock(repo_mu_);
-      dirs.assign(export_dirs_.begin(), export_dirs_.end());
+      exporting.insert(export_dirs_.begin(), export_dirs_.end());
     }
-    std::sort(dirs.begin(), dirs.end(), [](const Fid& a, const Fid& b) {
-      return std::tie(a.seq, a.mds, a.ver) < std::tie(b.seq, b.mds, b.ver);
-    });
+    dirs.insert(exporting.begin(), exporting.end());
+    Status bad = Status::OK();
+    const std::string lp(kRepoLinkPrefix);
+    CIUIC_RETURN_IF_ERROR(
+        t.Scan(Cf::kSystem, lp, PrefixEnd(lp), [&](std::string_view k, std::string_view) {
+          if (k.size() != lp.size() + kFidKeyLen) {
+            bad = Status::Corruption("bad repository link key");
+            return false;
+          }
+          dirs.insert(ReadFid(k.data() + lp.size()));
+          return true;
+        }));
+    CIUIC_RETURN_IF_ERROR(bad);
     for (const Fid& d : dirs) {
       CIUIC_ASSIGN_OR_RETURN(std::string path, PathBelow(t, d, kRootFid));
       if (path.empty() && d != kRootFid)
@@ -141,6 +161,7 @@ Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp
       pb::RepoQueueEntry* e = resp->add_entries();
       net::ToPb(d, e->mutable_fid());
       e->set_path("/" + path);
+      e->set_export_on_close(exporting.count(d) > 0);
     }
     return Status::OK();
   }
@@ -158,6 +179,9 @@ Status MetaService::Apply(Txn& t, const pb::RepoQueueReq& req, pb::RepoQueueResp
       break;
     case kOpOff:
       CIUIC_RETURN_IF_ERROR(DropExportDir(t, d));
+      break;
+    case kOpRecordLink:
+      t.Put(Cf::kSystem, RepoLinkKey(d), "");
       break;
     case kOpList: {
       const uint32_t max = std::min(req.max() == 0 ? kDefaultList : req.max(), kMaxList);

@@ -100,6 +100,12 @@ Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
     }
     if (exports)
       CIUIC_RETURN_IF_ERROR(DropExportDir(t, fid));
+    std::string v;
+    Status ls = t.Get(Cf::kSystem, RepoLinkKey(fid), &v);
+    if (ls.ok())
+      t.Delete(Cf::kSystem, RepoLinkKey(fid));  // a removed link is no link
+    else if (ls.code() != StatusCode::kNotFound)
+      return ls;
   }
   std::vector<std::string> xattrs;
   const std::string prefix = XattrPrefix(fid);
