@@ -746,7 +746,12 @@ Result<FileLayout> ParseComponents(const std::string& spec, uint32_t stripe_size
 int CmdSetstripe(const std::string& raw,
                  int count,
                  const std::string& size_s,
-                 const std::string& comps) {
+                 const std::string& comps,
+                 int replicas) {
+  if (replicas < 0 || replicas > static_cast<int>(kMaxReplicas))
+    return Fail(fmt::format("-r must be 1 to {}", kMaxReplicas));
+  if (replicas > 0 && count <= 0 && comps.empty())
+    count = 1;
   uint32_t stripe_size = kDefaultStripeSize;
   if (!size_s.empty()) {
     auto s = ParseSize(size_s);
@@ -767,10 +772,12 @@ int CmdSetstripe(const std::string& raw,
       return Fail("setstripe needs -c COUNT (or --components)");
     layout.pattern = 1;
     layout.components.push_back(
-        LayoutComponent{0, 0, kLayoutEof, stripe_size, static_cast<uint32_t>(count), {}});
+        LayoutComponent{0, 0, kLayoutEof, stripe_size, static_cast<uint32_t>(count), {}, 0});
     if (Status s = layout.Validate(); !s.ok())
       return Fail(s);
   }
+  for (auto& comp : layout.components)
+    comp.replicas = static_cast<uint32_t>(replicas);
   auto c = Connect();
   if (!c.ok())
     return Fail(c.status());
@@ -827,15 +834,22 @@ int CmdGetstripe(const std::vector<std::string>& paths) {
                  l->pattern == 1 ? "explicit" : "adaptive");
     }
     for (const auto& comp : l->components) {
-      fmt::print("  component {}: extent [{}, {})  stripe_count {}  stripe_size {}  {}\n", comp.id,
-                 comp.start, comp.end == kLayoutEof ? std::string("EOF") : std::to_string(comp.end),
+      fmt::print("  component {}: extent [{}, {})  stripe_count {}  stripe_size {}  {}{}\n",
+                 comp.id, comp.start,
+                 comp.end == kLayoutEof ? std::string("EOF") : std::to_string(comp.end),
                  comp.stripe_count, FormatSize(comp.stripe_size),
+                 comp.replicas == 0 ? std::string() : fmt::format("replicas {}  ", comp.replicas),
                  comp.instantiated() ? "instantiated" : "not instantiated");
       if (st->is_dir() || !comp.instantiated())
         continue;
       for (uint32_t s = 0; s < comp.stripe_count; ++s) {
         ObjectId obj{Fid{st->ino, st->fid_mds, st->fid_ver}, comp.id, s};
-        fmt::print("    stripe {:>3}  ost {:>3}  object {}\n", s, comp.osts[s], obj.FileName());
+        if (IsChain(comp.osts[s])) {
+          fmt::print("    stripe {:>3}  chain {:>3}  object {}\n", s, comp.osts[s] - kChainBase,
+                     obj.FileName());
+        } else {
+          fmt::print("    stripe {:>3}  ost {:>3}  object {}\n", s, comp.osts[s], obj.FileName());
+        }
       }
     }
   }
@@ -917,6 +931,9 @@ int Main(int argc, char** argv) {
                    "the OSTs pass the high watermark between passes; 0: not at all (saved; "
                    "default 0)")
       ->check(CLI::Range(0, 86400));
+  up_cmd->add_option("--replicas", up.replicas,
+                     "copies of each object of files whose layout does not say, each on its own "
+                     "OSS (saved; 1)");
   up_cmd->add_option("--hsm-high", up.hsm_high, "HSM high watermark, % of OST space (saved; 90)")
       ->check(CLI::Range(0.0, 100.0));
   up_cmd->add_option("--hsm-low", up.hsm_low, "HSM low watermark, % of OST space (saved; 80)")
@@ -1048,17 +1065,22 @@ int Main(int argc, char** argv) {
   cat->callback([&] { rc = CmdCat(paths); });
 
   int count = 0;
+  int replicas = 0;
   std::string size_s, comps;
-  auto* setstripe =
-      app.add_subcommand("setstripe",
-                         "set the layout of a new/empty file or a directory's default\n"
-                         "Examples: ciuic setstripe -c 4 -S 1M /ckpt\n"
-                         "          ciuic setstripe --components 64M:1,1G:4,EOF:8 /data/big.bin");
+  auto* setstripe = app.add_subcommand(
+      "setstripe",
+      "set the layout of a new/empty file or a directory's default\n"
+      "Examples: ciuic setstripe -c 4 -S 1M /ckpt\n"
+      "          ciuic setstripe --components 64M:1,1G:4,EOF:8 /data/big.bin\n"
+      "          ciuic setstripe -c 2 -r 2 /important (2 copies of every object)");
   setstripe->add_option("path", src, "cluster path, or a path inside a ciuic mount")->required();
   setstripe->add_option("-c,--stripe-count", count, "stripes (OSTs) per component");
   setstripe->add_option("-S,--stripe-size", size_s, "stripe size, e.g. 1M (default 1 MiB)");
   setstripe->add_option("--components", comps, "PFL components END:COUNT,... (END may be EOF)");
-  setstripe->callback([&] { rc = CmdSetstripe(src, count, size_s, comps); });
+  setstripe->add_option("-r,--replicas", replicas,
+                        "copies of each object, on OSSes in distinct failure domains (default: "
+                        "the cluster's)");
+  setstripe->callback([&] { rc = CmdSetstripe(src, count, size_s, comps, replicas); });
 
   auto* getstripe = app.add_subcommand(
       "getstripe",

@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "ciuic/layout.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "meta/mds_server.h"
@@ -111,6 +112,10 @@ int Run(int argc, char** argv) {
   app.add_option("--session-end-batch", o.session_end_batch,
                  "opens released per commit when a session ends")
       ->capture_default_str();
+  app.add_option("--default-replicas", o.default_replicas,
+                 "copies of each object of files whose layout does not say (1 to 8; more than 1 "
+                 "needs that many OSSes or host labels)")
+      ->capture_default_str();
   double heat_half_life_s = 3600;
   app.add_option("--heat-half-life", heat_half_life_s,
                  "seconds after which a file's access count (its heat, for the HSM policy) "
@@ -132,6 +137,8 @@ int Run(int argc, char** argv) {
       o.max_locks_per_session == 0 || o.session_end_batch == 0) {
     return Fail("--max-* caps and --session-end-batch must be positive");
   }
+  if (o.default_replicas == 0 || o.default_replicas > ciuic::kMaxReplicas)
+    return Fail(fmt::format("--default-replicas must be 1 to {}", ciuic::kMaxReplicas));
   if (!(heat_half_life_s >= 0.001 && heat_half_life_s <= 1e9))
     return Fail("--heat-half-life must be between 0.001 and 1e9 seconds");
   o.heat_half_life_ms = static_cast<int64_t>(heat_half_life_s * 1000);

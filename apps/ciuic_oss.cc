@@ -118,6 +118,10 @@ int Run(int argc, char** argv) {
   app.add_option("--cold-tier", cold_tier,
                  "the cold tier HSM archives to: file:///DIR, s3://BUCKET[/PREFIX] (no HSM "
                  "without it)");
+  std::string host_label;
+  app.add_option("--host-label", host_label,
+                 "failure domain of this OSS: OSSes with one label never hold two copies of an "
+                 "object (default: this OSS alone)");
   bool no_shm_reads = false;
   app.add_flag("--no-shm-reads", no_shm_reads,
                "do not serve reads into the shared memory of clients on this host (they read "
@@ -163,6 +167,9 @@ int Run(int argc, char** argv) {
   o.tombstone_grace_ms = tombstone_grace_ms;
   o.shm_reads = !no_shm_reads;
   o.cold_tier_url = cold_tier;
+  if (host_label.size() > 256)
+    return Fail("--host-label is longer than 256 bytes");
+  o.host_label = host_label;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())
     return Fail(path.status().message());

@@ -45,6 +45,8 @@ struct Shape {
   double hsm_high = 90;
   double hsm_low = 80;
   std::string hsm_default = "release-at-watermark";
+  // Copies of each object of files whose layout does not say (ciuic-mds --default-replicas).
+  int replicas = 1;
 };
 
 void Fail(const std::string& msg) {
@@ -138,6 +140,8 @@ Result<Shape> LoadShape(const fs::path& dir) {
       s.hsm_low = std::stod(kv["hsm_low"]);
     if (kv.count("hsm_default"))
       s.hsm_default = kv["hsm_default"];
+    if (kv.count("replicas"))
+      s.replicas = std::stoi(kv["replicas"]);
   } catch (const std::exception&) {
     return Status::InvalidArgument(p.string() + " is malformed");
   }
@@ -154,7 +158,8 @@ Status SaveShape(const fs::path& dir, const Shape& s) {
   if (!s.cold_tier.empty())
     out << "cold_tier = " << s.cold_tier << "\n";
   out << "hsm_every_s = " << s.hsm_every_s << "\nhsm_high = " << s.hsm_high
-      << "\nhsm_low = " << s.hsm_low << "\nhsm_default = " << s.hsm_default << "\n";
+      << "\nhsm_low = " << s.hsm_low << "\nhsm_default = " << s.hsm_default << "\n"
+      << "replicas = " << s.replicas << "\n";
   if (!out)
     return Status::IoError("cannot write " + (dir / kShapeFile).string());
   return Status::OK();
@@ -310,6 +315,13 @@ bool ApplyHsmFlags(const ClusterUpOptions& o, Shape* shape) {
     shape->hsm_low = o.hsm_low;
   if (!o.hsm_default.empty())
     shape->hsm_default = o.hsm_default;
+  if (o.replicas > 0)
+    shape->replicas = o.replicas;
+  if (shape->replicas < 1 || shape->replicas > shape->num_oss) {
+    Fail(fmt::format("--replicas {}: each copy needs its own OSS; this cluster has {} (1 to {})",
+                     shape->replicas, shape->num_oss, shape->num_oss));
+    return false;
+  }
   if (!(shape->hsm_low <= shape->hsm_high && shape->hsm_high <= 100)) {
     Fail(fmt::format("--hsm-low {} must not be above --hsm-high {}", shape->hsm_low,
                      shape->hsm_high));
@@ -485,7 +497,9 @@ int ClusterUp(const ClusterUpOptions& o) {
                                          "--metrics-port",
                                          "0",
                                          "--metrics-port-file",
-                                         (dir / "run" / "mds.metrics_port").string()};
+                                         (dir / "run" / "mds.metrics_port").string(),
+                                         "--default-replicas",
+                                         std::to_string(shape.replicas)};
     auto mds_pid = Spawn(mds_argv, dir / "logs" / "mds.out");
     if (!mds_pid.ok()) {
       Fail(mds_pid.status().message());
@@ -720,6 +734,31 @@ int ClusterStatus(const std::string& dir_in) {
   if (sf.ok()) {
     fmt::print("total: {} free of {} ({} inodes used)\n", FormatSize(sf->free_bytes),
                FormatSize(sf->total_bytes), sf->total_inodes - sf->free_inodes);
+  }
+  fmt::print("replicas: {} per object by default\n", shape->replicas);
+  auto chains = (*client)->Chains();
+  if (chains.ok() && !chains->empty()) {
+    std::map<uint32_t, std::string> ost_state;
+    for (const auto& o : *map)
+      ost_state[o.index] = o.state;
+    size_t degraded = 0, unavailable = 0;
+    std::string lines;
+    for (const auto& ch : *chains) {
+      bool all = true, any = false;
+      std::string members;
+      for (const auto& m : ch.members) {
+        const bool down = ost_state[m.ost] == "down";
+        all &= m.state == "serving" && !down;
+        any |= m.state == "serving" && !down;
+        members += fmt::format(" {}:{}{}", m.ost, m.state, down ? "(down)" : "");
+      }
+      degraded += all ? 0 : 1;
+      unavailable += any ? 0 : 1;
+      if (!all)
+        lines += fmt::format("  chain {:>4} v{}{}\n", ch.id - kChainBase, ch.version, members);
+    }
+    fmt::print("chains: {} ({} degraded, {} without a serving copy)\n{}", chains->size(), degraded,
+               unavailable, lines);
   }
   return 0;
 }

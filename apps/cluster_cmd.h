@@ -25,6 +25,9 @@ struct ClusterUpOptions {
   double hsm_high = -1;
   double hsm_low = -1;
   std::string hsm_default;
+  // Copies of each object of files whose layout does not say; 0: keep what the cluster saved
+  // (new clusters: 1). At most --oss.
+  int replicas = 0;
 };
 
 // Each returns the process exit code and prints one clear line on failure.

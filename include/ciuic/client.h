@@ -178,6 +178,18 @@ struct OstStatus {
   std::string state;  // "up", "down", "full", "readonly"
 };
 
+// A replication chain (docs/design.md "Replication"): the OSTs holding the copies of the
+// objects that name it, in order, and its version.
+struct ChainMemberStatus {
+  uint32_t ost = 0;
+  std::string state;  // "serving", "offline" (missed writes), "syncing" (catching up)
+};
+struct ChainStatus {
+  uint32_t id = 0;  // as layouts name it (>= kChainBase)
+  uint64_t version = 0;
+  std::vector<ChainMemberStatus> members;
+};
+
 // Identity of a file (Decision 1): the FID. `seq` is also its inode number (root is 1).
 struct FileId {
   uint64_t seq = 0;
@@ -435,6 +447,8 @@ class Client {
   virtual Result<StatFs> StatfsTiers() = 0;
   // The OSTs as the MDS sees them (fresh from the MDS).
   virtual Result<std::vector<OstStatus>> OstMap() = 0;
+  // The replication chains, fetched from the MDS now.
+  virtual Result<std::vector<ChainStatus>> Chains() = 0;
 
   virtual const std::string& cluster_uuid() const = 0;
   virtual const ClientOptions& options() const = 0;

@@ -16,6 +16,15 @@ namespace ciuic {
 inline constexpr uint64_t kLayoutEof = std::numeric_limits<uint64_t>::max();
 inline constexpr uint32_t kDefaultStripeSize = 1u << 20;
 inline constexpr uint32_t kMaxStripeCount = 256;
+// Most copies a replicated component may keep of each stripe object (docs/design.md,
+// "Replication").
+inline constexpr uint32_t kMaxReplicas = 8;
+// A target at or above kChainBase names a replication chain (an ordered list of OSTs in the OST
+// map), below it one OST (OST indexes stop at 0xffff).
+inline constexpr uint32_t kChainBase = 0x10000;
+inline constexpr bool IsChain(uint32_t target) {
+  return target >= kChainBase && target != UINT32_MAX;
+}
 
 struct LayoutComponent {
   uint32_t id = 0;
@@ -24,6 +33,11 @@ struct LayoutComponent {
   uint32_t stripe_size = kDefaultStripeSize;
   uint32_t stripe_count = 1;
   std::vector<uint32_t> osts;  // empty until instantiated; then size() == stripe_count
+  // Copies of each stripe object; 0: not said (the cluster's default applies when the MDS
+  // places the component; an instantiated component with 0 has one). With replicas > 1 each
+  // entry of `osts` is a chain id (IsChain) naming that many OSTs in distinct failure domains,
+  // else an OST index.
+  uint32_t replicas = 0;
 
   bool instantiated() const { return !osts.empty(); }
   bool operator==(const LayoutComponent&) const = default;
@@ -52,7 +66,7 @@ struct StripeExtent {
   uint32_t comp_index = 0;  // index into components
   uint32_t comp_id = 0;
   uint32_t stripe = 0;
-  uint32_t ost = 0;  // valid when the component is instantiated
+  uint32_t ost = 0;  // valid when the component is instantiated; an OST or a chain (IsChain)
   uint64_t file_offset = 0;
   uint64_t obj_offset = 0;
   uint64_t len = 0;

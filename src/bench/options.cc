@@ -19,6 +19,12 @@ Result<TargetSpec> ParseTarget(const std::string& spec) {
     t.name = "ciuic";
     return t;
   }
+  if (spec.size() == 8 && spec.rfind("ciuic-r", 0) == 0 && spec[7] >= '1' && spec[7] <= '8') {
+    t.kind = TargetKind::kCiuic;
+    t.name = spec;
+    t.replicas = static_cast<uint32_t>(spec[7] - '0');
+    return t;
+  }
   if (spec == "fuse") {
     t.kind = TargetKind::kFuse;
     t.name = "fuse";
@@ -29,7 +35,9 @@ Result<TargetSpec> ParseTarget(const std::string& spec) {
   std::string dir = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (kind != "local" && kind != "path") {
     return Status::InvalidArgument(
-        fmt::format("unknown target '{}' (known: ciuic, fuse, local:DIR, path:DIR)", spec));
+        fmt::format("unknown target '{}' (known: ciuic, ciuic-r1..ciuic-r8, fuse, local:DIR, "
+                    "path:DIR)",
+                    spec));
   }
   if (dir.empty()) {
     return Status::InvalidArgument(
@@ -107,8 +115,9 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       "Example: ciuic-benchmark --quick   (starts a fresh local cluster in a temp dir)"};
   app.name("ciuic-benchmark");
   app.add_option("--target", targets,
-                 "target (repeatable): ciuic, fuse, local:DIR, path:DIR (any mounted file "
-                 "system); default: local:<work dir> and ciuic");
+                 "target (repeatable): ciuic, ciuic-rN (N copies of each object), fuse, "
+                 "local:DIR, path:DIR (any mounted file system); default: local:<work dir> and "
+                 "ciuic");
   app.add_option(
       "--phases", phases,
       "comma-separated phases: seq, rand, latency, meta, scaling, loader, checkpoint, tier "

@@ -21,8 +21,9 @@ enum class TargetKind { kCiuic, kLocal, kPath, kFuse };
 
 struct TargetSpec {
   TargetKind kind = TargetKind::kLocal;
-  std::string name;  // shown in tables: "ciuic", "local", "fuse", "path:<dir>" or a peer name
-  std::string dir;   // local/path: the directory the benchmark works in
+  std::string name;       // shown in tables: "ciuic", "local", "fuse", "path:<dir>" or a peer name
+  std::string dir;        // local/path: the directory the benchmark works in
+  uint32_t replicas = 0;  // ciuic-rN: copies of each object (0: the cluster's layouts)
 };
 
 struct Options {

@@ -282,7 +282,9 @@ Status Driver::SetUpTargets() {
       }
       case TargetKind::kCiuic: {
         CIUIC_ASSIGN_OR_RETURN(
-            lt.target, NewCiuicTarget(cluster_file_, fmt::format("/ciuic-bench-{}", ::getpid())));
+            lt.target,
+            NewCiuicTarget(cluster_file_, fmt::format("/{}-bench-{}", spec.name, ::getpid()),
+                           spec.replicas));
         lt.over_network = true;
         break;
       }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -302,8 +303,17 @@ class CiuicFile : public BFile {
 
 class CiuicTarget : public Target {
  public:
-  CiuicTarget(std::unique_ptr<Client> c, std::string cluster_file, std::string dir)
-      : c_(std::move(c)), cluster_file_(std::move(cluster_file)), dir_(std::move(dir)) {}
+  CiuicTarget(std::unique_ptr<Client> c,
+              std::string cluster_file,
+              std::string dir,
+              uint32_t replicas = 0)
+      : c_(std::move(c)),
+        cluster_file_(std::move(cluster_file)),
+        dir_(std::move(dir)),
+        replicas_(replicas) {
+    if (replicas_ > 0)
+      name_ = fmt::format("ciuic-r{}", replicas_);
+  }
   const std::string& name() const override { return name_; }
   std::string Path(const std::string& rel) const override { return dir_ + "/" + rel; }
   Result<std::unique_ptr<BFile>> Open(const std::string& path,
@@ -311,13 +321,34 @@ class CiuicTarget : public Target {
                                       uint64_t size_hint) override {
     OpenOptions oo;
     oo.size_hint = size_hint;
+    FileLayout l;
+    if (replicas_ > 0 && create) {
+      // The adaptive policy's stripe count for the hint, with the target's replica count.
+      LayoutComponent c;
+      c.stripe_count = size_hint >= (64ull << 20)
+                           ? static_cast<uint32_t>(std::clamp<uint64_t>(size_hint >> 28, 1, 4))
+                           : 1;
+      c.replicas = replicas_;
+      l.components.push_back(c);
+      l.pattern = 1;
+      oo.layout = &l;
+    }
     CIUIC_ASSIGN_OR_RETURN(auto f,
                            c_->Open(path, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0644, oo));
     return std::unique_ptr<BFile>(new CiuicFile(std::move(f)));
   }
   Status Mkdir(const std::string& path) override { return c_->MkdirAll(path, 0755); }
   Status CreateEmpty(const std::string& path) override {
-    CIUIC_ASSIGN_OR_RETURN(auto f, c_->Open(path, O_CREAT | O_EXCL | O_WRONLY, 0644));
+    OpenOptions oo;
+    FileLayout l;
+    if (replicas_ > 0) {
+      LayoutComponent c;
+      c.replicas = replicas_;
+      l.components.push_back(c);
+      l.pattern = 1;
+      oo.layout = &l;
+    }
+    CIUIC_ASSIGN_OR_RETURN(auto f, c_->Open(path, O_CREAT | O_EXCL | O_WRONLY, 0644, oo));
     return f->Close();
   }
   Status Stat(const std::string& path) override { return c_->Stat(path).status(); }
@@ -342,7 +373,7 @@ class CiuicTarget : public Target {
     ClientOptions o;
     o.cluster_file = cluster_file_;
     CIUIC_ASSIGN_OR_RETURN(auto c, Client::Connect(o));
-    return std::unique_ptr<Target>(new CiuicTarget(std::move(c), cluster_file_, dir_));
+    return std::unique_ptr<Target>(new CiuicTarget(std::move(c), cluster_file_, dir_, replicas_));
   }
   bool direct_io() const override { return true; }  // the client has no page cache
   bool over_network() const override { return true; }
@@ -352,6 +383,7 @@ class CiuicTarget : public Target {
   std::unique_ptr<Client> c_;
   std::string cluster_file_;
   std::string dir_;
+  uint32_t replicas_ = 0;  // 0: the cluster's layouts; else explicit ones with this count
 };
 
 }  // namespace
@@ -389,7 +421,8 @@ Result<std::unique_ptr<Target>> NewPosixTarget(const std::string& name,
 }
 
 Result<std::unique_ptr<Target>> NewCiuicTarget(const std::string& cluster_file,
-                                               const std::string& dir) {
+                                               const std::string& dir,
+                                               uint32_t replicas) {
   ClientOptions o;
   o.cluster_file = cluster_file;
   auto c = Client::Connect(o);
@@ -398,7 +431,7 @@ Result<std::unique_ptr<Target>> NewCiuicTarget(const std::string& cluster_file,
                                                  cluster_file, c.status().message()));
   }
   CIUIC_RETURN_IF_ERROR((*c)->MkdirAll(dir, 0755));
-  return std::unique_ptr<Target>(new CiuicTarget(std::move(*c), cluster_file, dir));
+  return std::unique_ptr<Target>(new CiuicTarget(std::move(*c), cluster_file, dir, replicas));
 }
 
 }  // namespace ciuic::bench

@@ -65,8 +65,11 @@ Result<std::unique_ptr<Target>> NewPosixTarget(const std::string& name,
                                                bool over_network,
                                                bool allow_direct = true);
 
-// ciuic through the native client: connects with `cluster_file` and works under `dir`.
+// ciuic through the native client: connects with `cluster_file` and works under `dir`. With
+// `replicas` > 0 its files get explicit layouts with that many copies of each object (the
+// stripe counts the adaptive policy would choose); the target is then named "ciuic-rN".
 Result<std::unique_ptr<Target>> NewCiuicTarget(const std::string& cluster_file,
-                                               const std::string& dir);
+                                               const std::string& dir,
+                                               uint32_t replicas = 0);
 
 }  // namespace ciuic::bench

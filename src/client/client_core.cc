@@ -564,7 +564,95 @@ Result<std::vector<pb::OstInfo>> ClientCore::RefreshOstMap() {
   CIUIC_RETURN_IF_ERROR(MdsCall(net::MsgType::kGetOstMap, &req, nullptr, &resp, false));
   std::vector<pb::OstInfo> osts(resp.osts().begin(), resp.osts().end());
   ApplyOstMap(osts);
+  {
+    std::lock_guard<std::mutex> lock(ost_mu_);
+    if (resp.chains_version() >= chains_version_) {
+      chains_version_ = resp.chains_version();
+      for (const auto& c : resp.chains())
+        chains_[c.id()] = c;
+    }
+  }
   return osts;
+}
+
+std::map<uint32_t, pb::Chain> ClientCore::Chains() {
+  std::lock_guard<std::mutex> lock(ost_mu_);
+  return chains_;
+}
+
+void ClientCore::RefreshChainsSoon() {
+  {
+    std::lock_guard<std::mutex> lock(ost_mu_);
+    const int64_t now = MonoMillis();
+    if (chains_refreshing_ || now - chains_refreshed_ms_ < 100)
+      return;
+    chains_refreshing_ = true;
+    chains_refreshed_ms_ = now;
+  }
+  bool queued = pool_->TrySubmit([this] {
+    RefreshOstMap().status().IgnoreError();  // the retry reports what is still wrong
+    std::lock_guard<std::mutex> lock(ost_mu_);
+    chains_refreshing_ = false;
+    chains_refreshed_ms_ = MonoMillis();
+  });
+  if (!queued) {
+    std::lock_guard<std::mutex> lock(ost_mu_);
+    chains_refreshing_ = false;
+  }
+}
+
+bool ClientCore::RouteChain(OstCall* call, uint32_t* member) {
+  auto it = chains_.find(call->ost);
+  if (it == chains_.end())
+    return false;
+  const pb::Chain& c = it->second;
+  std::vector<uint32_t> serving;
+  for (const auto& m : c.members()) {
+    if (m.state() == 0)
+      serving.push_back(m.ost());
+  }
+  if (serving.empty())
+    serving.push_back(c.members(0).ost());  // the OSS answers what is wrong
+  const bool read = call->type == net::MsgType::kRead || call->type == net::MsgType::kObjStat;
+  uint32_t pick = serving[0];
+  auto route = [&](auto* req) {
+    if (read) {
+      // Spread the objects of a file over the copies; each retry tries the next one.
+      const uint64_t h = std::hash<uint64_t>{}(req->obj().fid().seq() * 31 + req->obj().stripe());
+      pick = serving[(h + static_cast<uint64_t>(call->attempt)) % serving.size()];
+    }
+    req->set_ost(pick);
+    req->set_chain(c.id());
+    req->set_chain_version(c.version());
+  };
+  switch (call->type) {
+    case net::MsgType::kRead:
+      route(static_cast<pb::ReadReq*>(call->req.get()));
+      break;
+    case net::MsgType::kWrite:
+      route(static_cast<pb::WriteReq*>(call->req.get()));
+      break;
+    case net::MsgType::kPunch:
+      route(static_cast<pb::PunchReq*>(call->req.get()));
+      break;
+    case net::MsgType::kDestroy:
+      route(static_cast<pb::DestroyReq*>(call->req.get()));
+      break;
+    case net::MsgType::kObjStat:
+      route(static_cast<pb::ObjStatReq*>(call->req.get()));
+      break;
+    case net::MsgType::kSync: {
+      auto* s = static_cast<pb::SyncReq*>(call->req.get());
+      s->set_ost(pick);
+      s->set_chain(c.id());
+      s->set_chain_version(c.version());
+      break;
+    }
+    default:
+      return false;  // HSM requests never name chains (the MDS refuses replicated files)
+  }
+  *member = pick;
+  return true;
 }
 
 void ClientCore::ApplyOstMap(const std::vector<pb::OstInfo>& osts) {
@@ -577,6 +665,19 @@ void ClientCore::ApplyOstMap(const std::vector<pb::OstInfo>& osts) {
 
 std::string ClientCore::OstName(uint32_t ost) {
   std::lock_guard<std::mutex> lock(ost_mu_);
+  if (IsChain(ost)) {
+    auto c = chains_.find(ost);
+    if (c == chains_.end())
+      return fmt::format("chain {} (unknown)", ost - kChainBase);
+    std::string members;
+    for (const auto& m : c->second.members()) {
+      auto a = ost_addr_.find(m.ost());
+      members += fmt::format("{}OST {}{}{}", members.empty() ? "" : ", ", m.ost(),
+                             a == ost_addr_.end() ? "" : " " + a->second,
+                             m.state() == 0 ? "" : " (offline)");
+    }
+    return fmt::format("chain {} ({})", ost - kChainBase, members);
+  }
   auto it = ost_addr_.find(ost);
   return it == ost_addr_.end() ? fmt::format("OST {} (address unknown)", ost)
                                : fmt::format("OST {} ({})", ost, it->second);
@@ -600,9 +701,11 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
       Fail(std::move(call), Status::Aborted("client shut down"));
       return;
     }
-    auto it = ost_addr_.find(call->ost);
+    uint32_t member = call->ost;
+    const bool chain_known = !IsChain(call->ost) || RouteChain(call.get(), &member);
+    auto it = chain_known ? ost_addr_.find(member) : ost_addr_.end();
     if (it == ost_addr_.end()) {
-      // Unknown OST: refresh the map (blocking, so on the pool), then route again.
+      // Unknown OST or chain: refresh the map (blocking, so on the pool), then route again.
       map_waiting_.push_back(std::move(call));
       if (map_refreshing_)
         return;
@@ -620,7 +723,8 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
           bool known;
           {
             std::lock_guard<std::mutex> l(ost_mu_);
-            known = ost_addr_.count(c->ost) > 0;
+            uint32_t m = c->ost;
+            known = (!IsChain(c->ost) || RouteChain(c.get(), &m)) && ost_addr_.count(m) > 0;
           }
           if (known) {
             Dispatch(c);
@@ -868,14 +972,23 @@ void ClientCore::RetryOrFail(std::shared_ptr<OstCall> call, Status st) {
   }
   const int64_t now = MonoMillis();
   if (call->attempt == 0)
-    call->deadline_ms = now + options_.ost_retry_ms;
+    call->deadline_ms = now + (call->retry_ms > 0 ? call->retry_ms : options_.ost_retry_ms);
   call->last_error = st;
   if (now >= call->deadline_ms) {
     Fail(call,
          Status::Unavailable(fmt::format("{} unavailable: {}", OstName(call->ost), st.ToString())));
     return;
   }
-  const int64_t delay = std::min(BackoffMs(call->attempt), call->deadline_ms - now);
+  int64_t delay = std::min(BackoffMs(call->attempt), call->deadline_ms - now);
+  if (IsChain(call->ost)) {
+    // The chain may have changed (a member down, a new version): fetch it before the retry. A
+    // read goes to the next copy at once the first time.
+    RefreshChainsSoon();
+    if (call->attempt == 0 &&
+        (call->type == net::MsgType::kRead || call->type == net::MsgType::kObjStat)) {
+      delay = 0;
+    }
+  }
   ++call->attempt;
   LOG_DEBUG("client: {} call {} failed ({}), retry {} in {} ms", OstName(call->ost),
             static_cast<int>(call->type), st.ToString(), call->attempt, delay);

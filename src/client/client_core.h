@@ -61,6 +61,7 @@ struct OstCall {
   int64_t deadline_ms = 0;     // set at the first retryable failure
   Status last_error;
   int timeout_ms = 0;  // per attempt; 0: ClientOptions::io_timeout_ms
+  int retry_ms = 0;    // retry window; 0: ClientOptions::ost_retry_ms
 };
 
 // State this client keeps per file (shared by every File of the same FID in this client).
@@ -81,6 +82,10 @@ struct Node {
   // lost). The sync names it, and the OSS refuses a sync under another epoch (docs/design.md).
   std::map<std::pair<uint32_t, ObjectId>, uint64_t> touched;  // CIUIC_GUARDED_BY(mu)
   static constexpr uint64_t kMixedEpochs = UINT64_MAX;
+  // Replicated objects (a chain in `touched`): the epoch of each member that acknowledged the
+  // writes (WriteResp.replica_epochs), checked by each member at the sync.
+  std::map<std::pair<uint32_t, ObjectId>, std::map<uint32_t, uint64_t>>
+      replica_epochs;  // CIUIC_GUARDED_BY(mu)
 
   // Bumped when a write starts and when it ends: readahead chunks fetched under an older
   // generation are stale.
@@ -183,8 +188,10 @@ class ClientCore {
   // Whether a change of file `fid_seq` the MDS acknowledged is not yet known synced (its
   // fsync then syncs the MDS too).
   bool HasUnsyncedMdsChange(uint64_t fid_seq);
-  // Fetches the OST map from the MDS and updates the routing table.
+  // Fetches the OST map from the MDS and updates the routing table (OSTs and chains).
   Result<std::vector<pb::OstInfo>> RefreshOstMap();
+  // The chains this client knows, by id (a copy).
+  std::map<uint32_t, pb::Chain> Chains();
 
   // The Node for `fid`, shared among this client's open Files of that file.
   std::shared_ptr<Node> GetNode(const Fid& fid);
@@ -272,6 +279,13 @@ class ClientCore {
   void Fail(std::shared_ptr<OstCall> call, Status st);
   void ConnectOss(std::string addr);
   void ApplyOstMap(const std::vector<pb::OstInfo>& osts);
+  // Replicated calls (IsChain(call->ost)): picks the member the attempt goes to (the head for
+  // changes, a serving member for reads, another one on each retry) and names it, the chain
+  // and its version in the request. False when the chain is unknown here.
+  bool RouteChain(OstCall* call, uint32_t* member);  // ost_mu_ held
+  // Fetches the OST map in the background, at most every 100 ms (a chain call failed: its
+  // chain may have a new version).
+  void RefreshChainsSoon();
   // For a read call to the OSS at `addr`: when its destination lies in a live SharedMemory
   // registered (now, if need be) with that OSS, names the region in the request and returns
   // true (the reply then carries no data); otherwise clears those fields and returns false.
@@ -324,6 +338,10 @@ class ClientCore {
   std::unordered_map<Fid, pb::Capability, FidHash> caps_;  // guarded by caps_mu_
   std::mutex ost_mu_;
   std::unordered_map<uint32_t, std::string> ost_addr_;  // CIUIC_GUARDED_BY(ost_mu_)
+  std::map<uint32_t, pb::Chain> chains_;                // CIUIC_GUARDED_BY(ost_mu_)
+  uint64_t chains_version_ = 0;                         // CIUIC_GUARDED_BY(ost_mu_)
+  int64_t chains_refreshed_ms_ = 0;                     // CIUIC_GUARDED_BY(ost_mu_)
+  bool chains_refreshing_ = false;                      // CIUIC_GUARDED_BY(ost_mu_)
   std::map<std::string, OssConn> oss_;                  // CIUIC_GUARDED_BY(ost_mu_)
   bool map_refreshing_ = false;                         // CIUIC_GUARDED_BY(ost_mu_)
   std::vector<std::shared_ptr<OstCall>> map_waiting_;   // CIUIC_GUARDED_BY(ost_mu_)

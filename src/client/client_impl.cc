@@ -731,5 +731,22 @@ Result<std::vector<OstStatus>> ClientImpl::OstMap() {
   return out;
 }
 
+Result<std::vector<ChainStatus>> ClientImpl::Chains() {
+  CIUIC_RETURN_IF_ERROR(core_->RefreshOstMap().status());
+  std::vector<ChainStatus> out;
+  for (const auto& [id, c] : core_->Chains()) {
+    ChainStatus s;
+    s.id = id;
+    s.version = c.version();
+    for (const auto& m : c.members()) {
+      s.members.push_back(ChainMemberStatus{m.ost(), m.state() == 0   ? "serving"
+                                                     : m.state() == 2 ? "syncing"
+                                                                      : "offline"});
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace client
 }  // namespace ciuic

@@ -58,6 +58,7 @@ class ClientImpl : public Client {
   Result<StatFs> Statfs() override;
   Result<StatFs> StatfsTiers() override;
   Result<std::vector<OstStatus>> OstMap() override;
+  Result<std::vector<ChainStatus>> Chains() override;
 
   // By-FID operations (fid_ops.cc).
   FileId RootId() const override;

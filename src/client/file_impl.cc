@@ -252,6 +252,16 @@ void OpenFile::NoteWriteEpoch(const std::pair<uint32_t, ObjectId>& key, const st
   auto it = node_->touched.find(key);
   if (it == node_->touched.end())
     return;
+  if (resp.replica_epochs_size() > 0) {
+    // A replicated object: each member's epoch, checked by that member at the sync.
+    auto& members = node_->replica_epochs[key];
+    for (const pb::ReplicaEpoch& e : resp.replica_epochs()) {
+      auto [m, fresh] = members.emplace(e.ost(), e.epoch());
+      if (!fresh && m->second != e.epoch())
+        m->second = Node::kMixedEpochs;
+    }
+    return;
+  }
   if (it->second == 0) {
     it->second = resp.epoch();
   } else if (it->second != resp.epoch()) {
@@ -620,12 +630,24 @@ Status OpenFile::Fsync() {
   const uint64_t gen = node_->write_gen.load();
   // (ost, epoch of the acknowledgements) -> objects: each sync names the epoch its writes were
   // acknowledged under.
+  // Replicated objects group by their members' epochs instead (a digest of them in the key).
   std::map<std::pair<uint32_t, uint64_t>, std::vector<ObjectId>> by_ost;
+  std::map<std::pair<uint32_t, uint64_t>, std::map<uint32_t, uint64_t>> group_epochs;
   bool need_size;
   {
     std::lock_guard<std::mutex> lock(node_->mu);
-    for (const auto& [key, epoch] : node_->touched)
-      by_ost[{key.first, epoch}].push_back(key.second);
+    for (const auto& [key, epoch] : node_->touched) {
+      auto r = node_->replica_epochs.find(key);
+      if (r == node_->replica_epochs.end()) {
+        by_ost[{key.first, epoch}].push_back(key.second);
+        continue;
+      }
+      uint64_t digest = 0x9E3779B97F4A7C15ull;
+      for (const auto& [ost, e] : r->second)
+        digest = (digest ^ (e + ost)) * 0x100000001B3ull;
+      by_ost[{key.first, digest}].push_back(key.second);
+      group_epochs[{key.first, digest}] = r->second;
+    }
     need_size = node_->unsynced_data || node_->size_dirty;
   }
   // A file created (or changed on the MDS) and not yet synced there: fsync makes it durable
@@ -639,7 +661,16 @@ Status OpenFile::Fsync() {
     call->ost = ost;
     auto req = std::make_unique<pb::SyncReq>();
     req->set_ost(ost);
-    req->set_epoch(ost_epoch.second);
+    auto g = group_epochs.find(ost_epoch);
+    if (g == group_epochs.end()) {
+      req->set_epoch(ost_epoch.second);
+    } else {
+      for (const auto& [member, e] : g->second) {
+        pb::ReplicaEpoch* re = req->add_replica_epochs();
+        re->set_ost(member);
+        re->set_epoch(e);
+      }
+    }
     for (const ObjectId& o : objs)
       net::ToPb(o, req->add_objs());
     call->req = std::move(req);
@@ -651,8 +682,10 @@ Status OpenFile::Fsync() {
   {
     std::lock_guard<std::mutex> lock(node_->mu);
     for (const auto& [ost_epoch, objs] : by_ost) {
-      for (const ObjectId& o : objs)
+      for (const ObjectId& o : objs) {
         node_->touched.erase({ost_epoch.first, o});
+        node_->replica_epochs.erase({ost_epoch.first, o});
+      }
     }
   }
   if (need_size) {

@@ -72,10 +72,18 @@ Status ApplyPunches(ClientCore* core,
   if (tasks.empty())
     return Status::OK();
   std::vector<std::shared_ptr<OstCall>> calls;
-  pb::TruncateDoneReq done;
-  for (const pb::OstTask& t : tasks) {
+  auto results = std::make_shared<std::vector<Status>>(static_cast<size_t>(tasks.size()));
+  for (int i = 0; i < tasks.size(); ++i) {
+    const pb::OstTask& t = tasks[i];
     auto call = std::make_shared<OstCall>();
     call->ost = t.ost();
+    // A copy of a replicated object whose OSS does not answer soon is left to the MDS's
+    // replay: that copy is out of its chain until it catches up.
+    if (t.replica())
+      call->retry_ms = 2000;
+    call->done = [results, i](Result<net::Reply> r) {
+      (*results)[static_cast<size_t>(i)] = r.ok() ? Status::OK() : r.status();
+    };
     if (t.kind() == 1) {
       auto req = std::make_unique<pb::DestroyReq>();
       req->set_ost(t.ost());
@@ -91,10 +99,23 @@ Status ApplyPunches(ClientCore* core,
       call->req = std::move(req);
     }
     calls.push_back(std::move(call));
-    done.add_task_ids(t.id());
   }
   // On failure the MDS keeps the tasks in its OST work log and replays them itself.
-  CIUIC_RETURN_IF_ERROR(core->OstCallAll(std::move(calls)));
+  core->OstCallAll(std::move(calls)).IgnoreError();  // each result is looked at below
+  pb::TruncateDoneReq done;
+  for (int i = 0; i < tasks.size(); ++i) {
+    const Status& st = (*results)[static_cast<size_t>(i)];
+    if (st.ok()) {
+      done.add_task_ids(tasks[i].id());
+      continue;
+    }
+    const bool unreachable =
+        st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kTimedOut;
+    if (!tasks[i].replica() || !unreachable)
+      return st;
+  }
+  if (done.task_ids_size() == 0)
+    return Status::OK();
   pb::TruncateDoneResp resp;
   return core->Mds(net::MsgType::kTruncateDone, &done, &resp, true);
 }

@@ -48,6 +48,10 @@ Status FileLayout::Validate() const {
       return Status::InvalidArgument(
           fmt::format("stripe count {} out of range 1..{}", c.stripe_count, kMaxStripeCount));
     }
+    if (c.replicas > kMaxReplicas) {
+      return Status::InvalidArgument(
+          fmt::format("replica count {} out of range 1..{}", c.replicas, kMaxReplicas));
+    }
     if (c.end != kLayoutEof && c.end % c.stripe_size != 0) {
       return Status::InvalidArgument(
           fmt::format("component {} end {} is not a multiple of its stripe size", i, c.end));
@@ -60,6 +64,13 @@ Status FileLayout::Validate() const {
       std::set<uint32_t> seen(c.osts.begin(), c.osts.end());
       if (seen.size() != c.osts.size()) {
         return Status::InvalidArgument(fmt::format("component {} repeats an OST", i));
+      }
+      for (uint32_t o : c.osts) {
+        if (IsChain(o) != (c.replicas > 1)) {
+          return Status::InvalidArgument(fmt::format("component {} with {} replicas names {} {}", i,
+                                                     c.replicas, IsChain(o) ? "chain" : "OST",
+                                                     IsChain(o) ? o - kChainBase : o));
+        }
       }
     }
     expect = c.end;
@@ -76,10 +87,14 @@ std::string FileLayout::ToString() const {
     std::string end = c.end == kLayoutEof ? "EOF" : FormatSize(c.end);
     std::string osts;
     for (auto o : c.osts)
-      osts += fmt::format("{}{}", osts.empty() ? "" : ",", o);
-    out +=
-        fmt::format("{}comp {} [{}, {}) {} x {} osts {}", i ? "; " : "", c.id, FormatSize(c.start),
-                    end, c.stripe_count, FormatSize(c.stripe_size), osts.empty() ? "-" : osts);
+      osts += fmt::format("{}{}", osts.empty() ? "" : ",", IsChain(o) ? o - kChainBase : o);
+    out += fmt::format("{}comp {} [{}, {}) {} x {}", i ? "; " : "", c.id, FormatSize(c.start), end,
+                       c.stripe_count, FormatSize(c.stripe_size));
+    if (c.replicas > 1) {
+      out += fmt::format(" r{} chains {}", c.replicas, osts.empty() ? "-" : osts);
+    } else {
+      out += fmt::format(" osts {}", osts.empty() ? "-" : osts);
+    }
   }
   return out;
 }

@@ -9,8 +9,8 @@ namespace {
 
 FileLayout TwoComponents() {
   FileLayout l;
-  l.components.push_back({0, 0, 4u << 20, 1u << 20, 1, {3}});
-  l.components.push_back({1, 4u << 20, kLayoutEof, 1u << 20, 4, {0, 1, 2, 3}});
+  l.components.push_back({0, 0, 4u << 20, 1u << 20, 1, {3}, 0});
+  l.components.push_back({1, 4u << 20, kLayoutEof, 1u << 20, 4, {0, 1, 2, 3}, 0});
   return l;
 }
 

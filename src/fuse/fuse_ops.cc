@@ -790,7 +790,7 @@ Result<FileLayout> ParseLayoutXattr(std::string v) {
   FileLayout l;
   l.pattern = 1;
   l.components.push_back(LayoutComponent{
-      0, 0, kLayoutEof, static_cast<uint32_t>(stripe_size), static_cast<uint32_t>(count), {}});
+      0, 0, kLayoutEof, static_cast<uint32_t>(stripe_size), static_cast<uint32_t>(count), {}, 0});
   return l;
 }
 

@@ -163,6 +163,12 @@ std::string OstKey(uint32_t index) {
   return k;
 }
 
+std::string ChainKey(uint32_t id) {
+  std::string k(kChainPrefix);
+  AppendU32(&k, id);
+  return k;
+}
+
 std::string PrefixEnd(std::string prefix) {
   while (!prefix.empty()) {
     auto& c = reinterpret_cast<unsigned char&>(prefix.back());

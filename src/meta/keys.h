@@ -72,6 +72,9 @@ std::string OrphanKey(const Fid& fid);
 inline constexpr std::string_view kHsmPrefix = "hsm/";
 std::string HsmKey(const Fid& fid);
 std::string OstKey(uint32_t index);
+// "chain/" · chain id (u32 BE): a replication chain (pb::Chain).
+inline constexpr std::string_view kChainPrefix = "chain/";
+std::string ChainKey(uint32_t id);
 // "repoexp/" · Fid: a linked directory that exports on close (value empty).
 inline constexpr std::string_view kRepoExportPrefix = "repoexp/";
 std::string RepoExportKey(const Fid& dir);

@@ -2,8 +2,11 @@
 // layouts, instantiation, OST choice and the OST map.
 #include <fcntl.h>
 
+#include <functional>
 #include <map>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "meta/layout_policy.h"
 #include "meta/meta_test_util.h"
@@ -365,6 +368,141 @@ TYPED_TEST(PlacementTest, OstMapSurvivesRestartAsDownUntilHeardFrom) {
   EXPECT_EQ(map->osts(0).state(), kOstUp);
   EXPECT_EQ(map->osts(0).capacity(), 1ull << 40);
   EXPECT_EQ(map->osts(1).state(), kOstUp);
+}
+
+}  // namespace
+}  // namespace ciuic::meta::testing
+
+namespace ciuic::meta::testing {
+namespace {
+
+// `n` OSSes with `per` OSTs each, registered now; OSS i has address "oss<i>" and `label(i)`.
+std::unique_ptr<OstMap> MakeMap(int n, int per, std::function<std::string(int)> label = nullptr) {
+  auto m = std::make_unique<OstMap>();
+  for (int i = 0; i < n; ++i) {
+    google::protobuf::RepeatedPtrField<pb::OstInfo> osts;
+    for (int k = 0; k < per; ++k) {
+      pb::OstInfo* o = osts.Add();
+      o->set_index(static_cast<uint32_t>(i * per + k));
+      o->set_capacity(100ull << 30);
+      o->set_free(50ull << 30);
+    }
+    m->Register(fmt::format("oss{}", i), osts, 1000, label ? label(i) : "", 7);
+  }
+  return m;
+}
+
+std::string DomainOf(uint32_t ost, int per) {
+  return fmt::format("oss{}", ost / static_cast<uint32_t>(per));
+}
+
+TEST(ChainTest, ChainsSpanDistinctDomainsAndSpreadHeads) {
+  auto mp = MakeMap(2, 2);
+  OstMap& m = *mp;
+  std::vector<pb::Chain> used;
+  auto ids = m.ChooseChains(4, 2, &used);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->size(), 4u);
+  std::map<uint32_t, int> heads, members;
+  for (const pb::Chain& c : used) {
+    ASSERT_EQ(c.members_size(), 2);
+    EXPECT_NE(DomainOf(c.members(0).ost(), 2), DomainOf(c.members(1).ost(), 2));
+    EXPECT_GE(c.id(), kChainBase);
+    ++heads[c.members(0).ost()];
+    for (const auto& mem : c.members()) {
+      EXPECT_EQ(mem.state(), kMemberServing);
+      ++members[mem.ost()];
+    }
+  }
+  EXPECT_EQ(heads.size(), 4u);    // every OST heads one chain
+  EXPECT_EQ(members.size(), 4u);  // and holds two copies
+  for (const auto& [ost, n] : members)
+    EXPECT_EQ(n, 2) << "OST " << ost;
+  // The same members reuse a chain.
+  std::vector<pb::Chain> again;
+  auto ids2 = m.ChooseChains(4, 2, &again);
+  ASSERT_TRUE(ids2.ok());
+  std::set<uint32_t> a(ids->begin(), ids->end()), b(ids2->begin(), ids2->end());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(m.Snapshot().chains_size(), 4);
+}
+
+TEST(ChainTest, MoreReplicasThanDomainsIsAnError) {
+  auto mp = MakeMap(3, 1, [](int i) { return i < 2 ? std::string("rack-a") : ""; });
+  OstMap& m = *mp;
+  EXPECT_EQ(m.Domains(false), 2u);
+  std::vector<pb::Chain> used;
+  auto r = m.ChooseChains(1, 3, &used);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("3 replicas need 3 failure domains; the cluster has 2"),
+            std::string::npos)
+      << r.status().ToString();
+  auto two = m.ChooseChains(1, 2, &used);
+  ASSERT_TRUE(two.ok());
+  // OSSes 0 and 1 share a label: never both in one chain.
+  const pb::Chain& c = used.back();
+  EXPECT_TRUE(c.members(0).ost() == 2 || c.members(1).ost() == 2);
+}
+
+TEST(ChainTest, DeadMembersGoOfflineButNeverTheLastServingOne) {
+  auto mp = MakeMap(2, 1);
+  OstMap& m = *mp;
+  std::vector<pb::Chain> used;
+  ASSERT_TRUE(m.ChooseChains(2, 2, &used).ok());
+  const uint64_t v0 = m.chains_version();
+  EXPECT_TRUE(m.ExpireChainMembers(1500, 3000).empty());
+  // OSS 0 goes silent: its OST goes down, then its members offline.
+  google::protobuf::RepeatedPtrField<pb::OstInfo> one;
+  pb::OstInfo* o = one.Add();
+  o->set_index(1);
+  o->set_capacity(100ull << 30);
+  o->set_free(50ull << 30);
+  ASSERT_TRUE(m.Heartbeat("oss1", one, 5000).ok());
+  EXPECT_EQ(m.ExpireSilent(5000, 3000), 1);
+  std::vector<pb::Chain> changed = m.ExpireChainMembers(5000, 3000);
+  ASSERT_EQ(changed.size(), 2u);
+  for (const pb::Chain& c : changed) {
+    for (const auto& mem : c.members())
+      EXPECT_EQ(mem.state(), mem.ost() == 0 ? kMemberOffline : kMemberServing);
+  }
+  EXPECT_GT(m.chains_version(), v0);
+  EXPECT_EQ(m.Health().degraded, 2u);
+  EXPECT_EQ(m.Health().unavailable, 0u);
+  // OSS 1 dies too: it holds the last serving copies, which stay (the chains wait for it).
+  EXPECT_EQ(m.ExpireSilent(9000, 3000), 1);
+  EXPECT_TRUE(m.ExpireChainMembers(9000, 3000).empty());
+  EXPECT_EQ(m.Health().unavailable, 2u);
+  // A restart loads the chains with a version above any published before.
+  pb::GetOstMapResp snap = m.Snapshot();
+  OstMap fresh;
+  for (const auto& c : snap.chains())
+    fresh.LoadChain(c);
+  const pb::GetOstMapResp loaded = fresh.Snapshot();
+  ASSERT_EQ(loaded.chains_size(), 2);
+  for (const auto& c : loaded.chains())
+    EXPECT_GE(c.version(), uint64_t{1} << 32);
+}
+
+TEST(ChainTest, AnOssBackInAnotherEpochLeavesItsChains) {
+  auto mp = MakeMap(2, 1);
+  OstMap& m = *mp;
+  std::vector<pb::Chain> used;
+  ASSERT_TRUE(m.ChooseChains(2, 2, &used).ok());
+  google::protobuf::RepeatedPtrField<pb::OstInfo> osts;
+  pb::OstInfo* o = osts.Add();
+  o->set_index(0);
+  o->set_capacity(100ull << 30);
+  o->set_free(50ull << 30);
+  m.Register("oss0", osts, 2000, "", 7);  // same epoch: a process restart keeps the page cache
+  EXPECT_TRUE(m.TakeChangedChains().empty());
+  m.Register("oss0", osts, 2100, "", 8);  // another: it lost power
+  std::vector<pb::Chain> changed = m.TakeChangedChains();
+  ASSERT_EQ(changed.size(), 2u);
+  for (const pb::Chain& c : changed) {
+    for (const auto& mem : c.members())
+      EXPECT_EQ(mem.state(), mem.ost() == 0 ? kMemberOffline : kMemberServing);
+  }
 }
 
 }  // namespace

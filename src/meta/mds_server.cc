@@ -212,6 +212,7 @@ Status MdsServer::Start() {
   mo.admin_secret = options_.secret;
   mo.lease_ms = options_.lease_ms;
   mo.heartbeat_ms = options_.heartbeat_ms;
+  mo.default_replicas = options_.default_replicas;
   mo.max_sessions_per_key = options_.max_sessions_per_key;
   mo.max_opens_per_session = options_.max_opens_per_session;
   mo.max_locks_per_file = options_.max_locks_per_file;

@@ -52,6 +52,7 @@ class MdsServer {
     std::string cluster_uuid;
     uint32_t lease_ms = 30000;
     uint32_t heartbeat_ms = 1000;
+    uint32_t default_replicas = 1;  // MetaOptions::default_replicas
     // Tests: the RocksDB Env (not owned; null: the default), e.g. one over a PowerLossFs.
     rocksdb::Env* env = nullptr;
     // Durability epoch handed to clients (MetaOptions::durability_epoch); 0: the machine's

@@ -245,6 +245,18 @@ Status MetaService::Load() {
                                  return true;
                                }));
   CIUIC_RETURN_IF_ERROR(parse);
+  CIUIC_RETURN_IF_ERROR(r.Scan(Cf::kSystem, kChainPrefix, PrefixEnd(std::string(kChainPrefix)),
+                               [&](std::string_view, std::string_view v) {
+                                 pb::Chain c;
+                                 if (!c.ParseFromArray(v.data(), static_cast<int>(v.size())) ||
+                                     c.id() < kChainBase || c.members_size() == 0) {
+                                   parse = Status::Corruption("bad chain record");
+                                   return false;
+                                 }
+                                 osts_.LoadChain(c);
+                                 return true;
+                               }));
+  CIUIC_RETURN_IF_ERROR(parse);
   CIUIC_RETURN_IF_ERROR(
       r.Scan(Cf::kSystem, kRepoExportPrefix, PrefixEnd(std::string(kRepoExportPrefix)),
              [&](std::string_view k, std::string_view) {
@@ -614,6 +626,22 @@ Status MetaService::ApplyTick(Txn& t) {
   const int down = osts_.ExpireSilent(now, int64_t{3} * options_.heartbeat_ms);
   if (down > 0)
     LOG_WARN("mds: {} OSTs missed 3 heartbeats and are marked down", down);
+  // Chains: members on OSTs down for the dead time leave them; every change is synced before
+  // the tick ends, so a restarted MDS never publishes an older membership.
+  const std::vector<pb::Chain> changed =
+      osts_.ExpireChainMembers(now, int64_t{3} * options_.heartbeat_ms);
+  for (const pb::Chain& c : changed) {
+    std::string members;
+    for (const auto& m : c.members())
+      members += fmt::format(" {}:{}", m.ost(),
+                             m.state() == kMemberServing   ? "serving"
+                             : m.state() == kMemberSyncing ? "syncing"
+                                                           : "offline");
+    LOG_WARN("mds: chain {} version {}:{}", c.id() - kChainBase, c.version(), members);
+    t.Put(Cf::kSystem, ChainKey(c.id()), c.SerializeAsString());
+  }
+  if (!changed.empty())
+    t.RequireSync();
   return Status::OK();
 }
 

@@ -54,6 +54,8 @@ struct MetaOptions {
   uint32_t mds_index = 0;
   uint32_t lease_ms = 30000;
   uint32_t heartbeat_ms = 1000;  // an OSS missing 3 heartbeats is down
+  // Copies of each object of a component whose layout does not say (1..kMaxReplicas).
+  uint32_t default_replicas = 1;
   // Sent to clients with the OST map (GetOstMapResp.mds_epoch): changes only when unsynced
   // mutations may have been lost (MdsServer: the machine's boot epoch; tests: a power cycle).
   uint64_t durability_epoch = 0;
@@ -352,14 +354,24 @@ class MetaService {
                   google::protobuf::RepeatedPtrField<pb::OstTask>* punches);
   // Chooses OSTs for the uninstantiated components of `rec` that start below `end`.
   // kUnavailable when no OST is up.
-  Status InstantiateUpTo(pb::InodeRecord* rec, uint64_t end);
+  // Places the components covering [0, end); replicated ones on chains, whose records are put
+  // in `t` with the layout.
+  Status InstantiateUpTo(Txn& t, pb::InodeRecord* rec, uint64_t end);
   // Replaces the layout of a never-written adaptive file with one sized for `size_hint`.
-  void ApplySizeHint(pb::InodeRecord* rec, uint64_t size_hint, bool random_access);
+  void ApplySizeHint(Txn& t, pb::InodeRecord* rec, uint64_t size_hint, bool random_access);
 
   std::unique_ptr<KvStore> kv_;
   MetaOptions options_;
   NameHasher hasher_;
   OstMap osts_;
+  // Set while a data repository import creates a file: its components get one copy (mutations
+  // are applied one at a time).
+  bool single_copy_ = false;
+  // The OSTs a task for `target` goes to: the OST itself, or every member of a chain.
+  std::vector<uint32_t> TaskOsts(uint32_t target) const;
+  // kInvalidArgument when a component asks for more replicas than the cluster has failure
+  // domains, or names OSTs for a replicated component.
+  Status CheckReplicas(const FileLayout& l) const;
   std::atomic<int64_t> clock_offset_ms_{0};
 
   Sequence fid_seq_{kFidHwmKey};

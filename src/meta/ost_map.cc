@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -29,13 +30,24 @@ void OstMap::Load(const pb::OstInfo& info) {
 std::vector<pb::OstInfo> OstMap::Register(
     const std::string& addr,
     const google::protobuf::RepeatedPtrField<pb::OstInfo>& osts,
-    int64_t now_ms) {
+    int64_t now_ms,
+    const std::string& domain_in,
+    uint64_t epoch) {
   std::lock_guard lock(mu_);
   std::vector<pb::OstInfo> changed;
+  const std::string& domain = domain_in.empty() ? addr : domain_in;
   for (const auto& in : osts) {
     auto& e = osts_[in.index()];
     const bool persist_changed = e.info.oss_addr() != addr || e.info.capacity() != in.capacity() ||
-                                 e.info.device_id() != in.device_id() || e.last_seen_ms == 0;
+                                 e.info.device_id() != in.device_id() || e.last_seen_ms == 0 ||
+                                 e.info.domain() != domain || e.info.epoch() != epoch;
+    if (epoch != 0 && e.info.epoch() != 0 && e.info.epoch() != epoch) {
+      // The OSS lost its page cache (a reboot, a power cut): its copies may lack writes it
+      // acknowledged, so they serve again only after catching up.
+      TakeOffline(in.index(), &changed_);
+    }
+    e.info.set_epoch(epoch);
+    e.info.set_domain(domain);
     e.info.set_index(in.index());
     e.info.set_oss_addr(addr);
     e.info.set_capacity(in.capacity());
@@ -195,7 +207,207 @@ pb::GetOstMapResp OstMap::Snapshot() const {
   for (const auto& [idx, e] : osts_)
     *r.add_osts() = e.info;
   r.set_version(version_);
+  for (const auto& [id, c] : chains_)
+    *r.add_chains() = c;
+  r.set_chains_version(chains_version_);
   return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chains
+
+void OstMap::LoadChain(const pb::Chain& chain) {
+  std::lock_guard lock(mu_);
+  pb::Chain c = chain;
+  c.set_version(((c.version() >> 32) + 1) << 32);
+  std::vector<uint32_t> members;
+  for (const auto& m : c.members())
+    members.push_back(m.ost());
+  chain_ids_[members] = c.id();
+  next_chain_ = std::max(next_chain_, c.id() - kChainBase + 1);
+  chains_version_ = std::max(chains_version_, c.version());
+  changed_.push_back(c);  // persisted with its new version by the first tick
+  chains_[c.id()] = std::move(c);
+}
+
+void OstMap::TakeOffline(uint32_t ost, std::vector<pb::Chain>* changed) {
+  for (auto& [id, c] : chains_) {
+    int serving = 0;
+    for (const auto& m : c.members())
+      serving += m.state() == kMemberServing ? 1 : 0;
+    bool touched = false;
+    for (auto& m : *c.mutable_members()) {
+      if (m.ost() != ost || m.state() == kMemberOffline)
+        continue;
+      if (m.state() == kMemberServing && serving <= 1)
+        continue;  // the last serving copy stays: the chain waits for it
+      serving -= m.state() == kMemberServing ? 1 : 0;
+      m.set_state(kMemberOffline);
+      touched = true;
+    }
+    if (touched) {
+      c.set_version(c.version() + 1);
+      chains_version_ = std::max(chains_version_ + 1, c.version());
+      changed->push_back(c);
+    }
+  }
+}
+
+Result<std::vector<uint32_t>> OstMap::ChooseChains(uint32_t count,
+                                                   uint32_t replicas,
+                                                   std::vector<pb::Chain>* used) {
+  std::lock_guard lock(mu_);
+  // Candidates, interleaved by failure domain (one OST of each domain in turn), so that a head
+  // at position p and the members after it fall in different domains and every OST is head and
+  // follower about equally often.
+  std::map<std::string, std::vector<uint32_t>> by_domain;
+  for (const auto& [idx, e] : osts_) {
+    if (e.info.state() == kOstReadonly)
+      continue;
+    by_domain[e.info.domain().empty() ? e.info.oss_addr() : e.info.domain()].push_back(idx);
+  }
+  if (by_domain.size() < replicas) {
+    return Status::InvalidArgument(
+        fmt::format("{} replicas need {} failure domains; the cluster has {} (an OSS, or a host "
+                    "label shared by OSSes, is one domain)",
+                    replicas, replicas, by_domain.size()));
+  }
+  std::vector<uint32_t> order;
+  std::vector<std::string> domain_of;
+  for (size_t round = 0;; ++round) {
+    bool any = false;
+    for (const auto& [d, list] : by_domain) {
+      if (round < list.size()) {
+        order.push_back(list[round]);
+        domain_of.push_back(d);
+        any = true;
+      }
+    }
+    if (!any)
+      break;
+  }
+  auto up = [&](uint32_t ost) { return osts_.at(ost).info.state() == kOstUp; };
+  std::vector<size_t> heads;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (up(order[i]))
+      heads.push_back(i);
+  }
+  if (heads.empty())
+    return Status::Unavailable("no OST is up to hold the file's data");
+  count = std::min<uint32_t>(count, static_cast<uint32_t>(heads.size()));
+  std::vector<uint32_t> out;
+  std::set<uint32_t> used_ids;
+  const uint64_t start = chain_rr_;
+  chain_rr_ += count;
+  for (uint32_t i = 0; i < count; ++i) {
+    const size_t h = heads[(start + i) % heads.size()];
+    std::vector<uint32_t> members{order[h]};
+    std::set<std::string> domains{domain_of[h]};
+    // Followers: the next OSTs of other domains, up ones first.
+    for (int pass = 0; pass < 2 && members.size() < replicas; ++pass) {
+      for (size_t k = 1; k < order.size() && members.size() < replicas; ++k) {
+        const size_t j = (h + k) % order.size();
+        if (domains.count(domain_of[j]) != 0 || up(order[j]) != (pass == 0))
+          continue;
+        members.push_back(order[j]);
+        domains.insert(domain_of[j]);
+      }
+    }
+    auto it = chain_ids_.find(members);
+    uint32_t id;
+    if (it != chain_ids_.end()) {
+      id = it->second;
+    } else {
+      id = kChainBase + next_chain_++;
+      pb::Chain c;
+      c.set_id(id);
+      c.set_version(chains_version_ + 1);
+      chains_version_ = c.version();
+      for (uint32_t ost : members) {
+        pb::ChainMember* m = c.add_members();
+        m->set_ost(ost);
+        m->set_state(up(ost) ? kMemberServing : kMemberOffline);
+      }
+      chain_ids_[members] = id;
+      chains_[id] = std::move(c);
+    }
+    out.push_back(id);
+    if (used_ids.insert(id).second)
+      used->push_back(chains_[id]);
+  }
+  return out;
+}
+
+std::vector<pb::Chain> OstMap::ExpireChainMembers(int64_t now_ms, int64_t dead_after_ms) {
+  std::lock_guard lock(mu_);
+  if (started_ms_ < 0)
+    started_ms_ = now_ms;
+  std::vector<pb::Chain> changed;
+  changed.swap(changed_);
+  for (const auto& [idx, e] : osts_) {
+    if (e.info.state() != kOstDown)
+      continue;
+    // OSTs not seen since the MDS started get a longer grace: their OSSes register again as
+    // the cluster comes up.
+    const int64_t since = e.last_seen_ms != 0
+                              ? e.last_seen_ms
+                              : started_ms_ + std::max<int64_t>(0, 10000 - dead_after_ms);
+    if (now_ms - since > dead_after_ms)
+      TakeOffline(idx, &changed);
+  }
+  return changed;
+}
+
+std::vector<pb::Chain> OstMap::TakeChangedChains() {
+  std::lock_guard lock(mu_);
+  std::vector<pb::Chain> out;
+  out.swap(changed_);
+  return out;
+}
+
+std::vector<uint32_t> OstMap::ChainMembers(uint32_t id) const {
+  std::lock_guard lock(mu_);
+  std::vector<uint32_t> out;
+  auto it = chains_.find(id);
+  if (it != chains_.end()) {
+    for (const auto& m : it->second.members())
+      out.push_back(m.ost());
+  }
+  return out;
+}
+
+uint32_t OstMap::Domains(bool up_only) const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> d;
+  for (const auto& [idx, e] : osts_) {
+    if (!up_only || e.info.state() == kOstUp)
+      d.insert(e.info.domain().empty() ? e.info.oss_addr() : e.info.domain());
+  }
+  return static_cast<uint32_t>(d.size());
+}
+
+OstMap::ChainHealth OstMap::Health() const {
+  std::lock_guard lock(mu_);
+  ChainHealth h;
+  for (const auto& [id, c] : chains_) {
+    ++h.chains;
+    bool degraded = false, available = false;
+    for (const auto& m : c.members()) {
+      degraded |= m.state() != kMemberServing;
+      auto it = osts_.find(m.ost());
+      const bool ost_up = it != osts_.end() && it->second.info.state() != kOstDown;
+      degraded |= !ost_up;
+      available |= m.state() == kMemberServing && ost_up;
+    }
+    h.degraded += degraded ? 1 : 0;
+    h.unavailable += available ? 0 : 1;
+  }
+  return h;
+}
+
+uint64_t OstMap::chains_version() const {
+  std::lock_guard lock(mu_);
+  return chains_version_;
 }
 
 OstMap::Space OstMap::TotalSpace() const {

@@ -41,6 +41,7 @@ inline void ToPb(const LayoutComponent& c, pb::Component* out) {
   out->set_end(c.end);
   out->set_stripe_size(c.stripe_size);
   out->set_stripe_count(c.stripe_count);
+  out->set_replicas(c.replicas);
   out->clear_osts();
   for (auto o : c.osts)
     out->add_osts(o);
@@ -52,6 +53,7 @@ inline LayoutComponent FromPb(const pb::Component& c) {
   out.end = c.end();
   out.stripe_size = c.stripe_size();
   out.stripe_count = c.stripe_count();
+  out.replicas = c.replicas();
   out.osts.assign(c.osts().begin(), c.osts().end());
   return out;
 }

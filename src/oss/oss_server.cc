@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "ciuic.pb.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/time_util.h"
 #include "net/capability.h"
 #include "net/http_server.h"
 #include "net/pb_convert.h"
@@ -137,6 +139,15 @@ Status OssServer::Start() {
           fmt::format("client key {} may only act as a client", key_id));
     return net::DeriveClientKey(options_.secret, key_id);
   };
+  // The client loop runs the MDS channel and the channels to the other members of chains.
+  loop_ = std::make_unique<net::EventLoop>(1);
+  net::ChannelOptions peer;
+  peer.secret = options_.secret;
+  peer.key_id = options_.key_id;
+  peer.role = net::Role::kOss;
+  peer.connect_timeout_ms = 2000;
+  router_ = std::make_unique<ChainRouter>(loop_.get(), pool_.get(), peer);
+  hb_interval_ms_ = std::max<uint32_t>(options_.heartbeat_ms, 10);
   rpc_ = std::make_unique<net::RpcServer>(std::move(ro));
   RegisterHandlers();
   CIUIC_RETURN_IF_ERROR(rpc_->Start());
@@ -151,7 +162,6 @@ Status OssServer::Start() {
     }
   }
 
-  loop_ = std::make_unique<net::EventLoop>(1);
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   writeback_ = std::thread([this] { WritebackLoop(); });  // also collects tombstones
   return Status::OK();
@@ -183,6 +193,8 @@ void OssServer::Stop() {
     heartbeat_.join();
   if (writeback_.joinable())
     writeback_.join();
+  if (router_ != nullptr)
+    router_->Close();
   if (loop_ != nullptr)
     loop_->Stop();
   if (rpc_ != nullptr)
@@ -202,6 +214,7 @@ void OssServer::Stop() {
     pool_->Stop();
   osts_.clear();
   rpc_.reset();
+  router_.reset();
   loop_.reset();
 }
 
@@ -296,6 +309,8 @@ void OssServer::HandleWrite(net::ServerCall call) {
   st = CheckCap(call, req.cap(), req.obj(), net::kCapWrite);
   if (!st.ok())
     return call.ReplyError(st);
+  if (req.chain() != 0)
+    return ChainWrite(std::move(call), store, std::move(req));
   const uint64_t bytes = call.data().size();
   if (!AcquireBudget(bytes))
     return call.ReplyError(Busy());
@@ -345,6 +360,12 @@ void OssServer::HandleRead(net::ServerCall call) {
   st = CheckCap(call, req.cap(), req.obj(), net::kCapRead);
   if (!st.ok())
     return call.ReplyError(st);
+  if (req.chain() != 0) {
+    ChainRouter::Route route;
+    st = ChainGate(req.chain(), req.chain_version(), req.ost(), true, &route);
+    if (!st.ok())
+      return call.ReplyError(st);
+  }
   CountRead(req.obj());
   if (mover_ != nullptr) {
     if (std::shared_ptr<ObjectFill> f = mover_->fills().Find(req.ost(), net::FromPb(req.obj()))) {
@@ -489,6 +510,8 @@ void OssServer::HandleSync(net::ServerCall call) {
     }
     ids.push_back(net::FromPb(o));
   }
+  if (req.chain() != 0)
+    return ChainSync(std::move(call), store, std::move(req));
   if (req.epoch() != 0 && req.epoch() != epoch_) {
     // Writes acknowledged under another epoch were not synced before this machine lost power
     // (or a crash simulation cut it): they may be gone, and a sync now would claim otherwise.
@@ -519,6 +542,8 @@ void OssServer::HandlePunch(net::ServerCall call) {
   st = CheckCap(call, req.cap(), req.obj(), net::kCapWrite);
   if (!st.ok())
     return call.ReplyError(st);
+  if (req.chain() != 0)
+    return ChainPunch(std::move(call), store, std::move(req));
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   OstCounters* m = CountersOf(req.ost());
   OpBegin(m, OstOp::kPunch);
@@ -541,6 +566,8 @@ void OssServer::HandleDestroy(net::ServerCall call) {
   st = CheckCap(call, req.cap(), req.obj(), net::kCapWrite);
   if (!st.ok())
     return call.ReplyError(st);
+  if (req.chain() != 0)
+    return ChainDestroy(std::move(call), store, std::move(req));
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   OstCounters* m = CountersOf(req.ost());
   OpBegin(m, OstOp::kDestroy);
@@ -563,6 +590,12 @@ void OssServer::HandleObjStat(net::ServerCall call) {
   st = CheckCap(call, req.cap(), req.obj(), net::kCapRead);
   if (!st.ok())
     return call.ReplyError(st);
+  if (req.chain() != 0) {
+    ChainRouter::Route route;
+    st = ChainGate(req.chain(), req.chain_version(), req.ost(), true, &route);
+    if (!st.ok())
+      return call.ReplyError(st);
+  }
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   OstCounters* m = CountersOf(req.ost());
   OpBegin(m, OstOp::kObjStat);
@@ -870,7 +903,24 @@ void OssServer::HeartbeatLoop() {
   // Waits `ms` or until Stop; returns false when stopping.
   auto wait = [&](uint32_t ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    return !cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return stopping_; });
+    // A request that named a newer chain version ends the wait early: the heartbeat's answer
+    // says which version is current, and the map is fetched below.
+    cv_.wait_for(lock, std::chrono::milliseconds(ms),
+                 [&] { return stopping_ || std::exchange(chain_refresh_, false); });
+    return !stopping_;
+  };
+  // Fetches the OST map (chains and addresses) when the MDS has newer chains than we know.
+  auto refresh_chains = [&](uint64_t mds_version) {
+    if (mds_version != 0 && mds_version <= router_->chains_version())
+      return;
+    pb::GetOstMapReq mreq;
+    pb::GetOstMapResp map;
+    Status ms = mds->CallMsg(net::MsgType::kGetOstMap, mreq, &map, 5000);
+    if (ms.ok()) {
+      router_->Update(map);
+    } else {
+      LOG_WARN("oss: fetching the chains from the MDS failed: {}", ms.ToString());
+    }
   };
   auto fail = [&](const Status& s, const char* what) {
     if (registered_.exchange(false) || backoff_ms == 50) {
@@ -887,6 +937,11 @@ void OssServer::HeartbeatLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_)
         return;
+    }
+    if (hb_paused_) {
+      if (!wait(interval_ms))
+        return;
+      continue;
     }
     if (mds == nullptr || !mds->connected()) {
       net::ChannelOptions co;
@@ -905,6 +960,8 @@ void OssServer::HeartbeatLoop() {
       pb::RegisterOssReq req;
       req.set_oss_addr(addr);
       req.set_cluster_uuid(options_.cluster_uuid);
+      req.set_host_label(options_.host_label);
+      req.set_epoch(epoch_);
       fill_osts(req.mutable_osts());
       pb::RegisterOssResp resp;
       Status st = mds->CallMsg(net::MsgType::kRegisterOss, req, &resp, 5000);
@@ -915,6 +972,9 @@ void OssServer::HeartbeatLoop() {
       }
       if (resp.heartbeat_ms() > 0)
         interval_ms = std::max<uint32_t>(resp.heartbeat_ms(), 10);
+      hb_interval_ms_ = interval_ms;
+      last_mds_ok_ms_ = MonoMillis();
+      refresh_chains(0);
       registered_ = true;
       backoff_ms = 50;
       LOG_INFO("registered {} OST(s) at {} with the MDS at {}", osts_.size(), addr,
@@ -944,6 +1004,8 @@ void OssServer::HeartbeatLoop() {
       continue;
     }
     heartbeats_.fetch_add(1);
+    last_mds_ok_ms_ = MonoMillis();
+    refresh_chains(resp.chains_version());
     done_tasks.clear();
     SetRevoked(resp.revoked_key_ids());
     // Destroys are gathered per OST and run with one directory sync each (after a data set of

@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "io/io_engine.h"
+#include "oss/chain_router.h"
 
 namespace ciuic::pb {
 class ReadReq;
@@ -107,6 +108,9 @@ class OssServer {
     // Serve Prometheus metrics over HTTP (GET /metrics) on this port of `host`: -1 off, 0 any
     // free port (docs/design.md, "Observability").
     int metrics_port = -1;
+    // Failure domain sent to the MDS: OSSes with one label hold no two copies of an object
+    // (docs/design.md "Replication"); "" = this OSS is its own domain.
+    std::string host_label;
   };
 
   explicit OssServer(Options options);
@@ -129,6 +133,9 @@ class OssServer {
   // Reads answered into a client's shared memory so far.
   uint64_t shm_reads() const;
   uint64_t heartbeats() const { return heartbeats_.load(); }
+  // Tests: while paused the OSS neither registers nor heartbeats, as if cut off from the MDS
+  // (clients still reach it).
+  void TEST_PauseHeartbeats(bool paused) { hb_paused_ = paused; }
   // The RPC server, for requests made in-process (RpcServer::TEST_Dispatch; fuzzing).
   net::RpcServer* TEST_rpc() { return rpc_.get(); }
   // The bound metrics port (after Start; 0 when metrics are off).
@@ -170,6 +177,13 @@ class OssServer {
   void ReleaseBudget(uint64_t bytes);
 
   void HandleWrite(net::ServerCall call);
+  // Replicated requests (oss_chain.cc).
+  Status ChainGate(
+      uint32_t chain, uint64_t version, uint32_t ost, bool read, ChainRouter::Route* route);
+  void ChainWrite(net::ServerCall call, OstStore* store, pb::WriteReq req);
+  void ChainSync(net::ServerCall call, OstStore* store, pb::SyncReq req);
+  void ChainPunch(net::ServerCall call, OstStore* store, pb::PunchReq req);
+  void ChainDestroy(net::ServerCall call, OstStore* store, pb::DestroyReq req);
   void HandleRead(net::ServerCall call);
   // Reads the object (or, `staged`, the staging object of its restore in progress: a pin the
   // read gives back when it is over).
@@ -222,6 +236,11 @@ class OssServer {
   std::unique_ptr<net::RpcServer> rpc_;
   std::unique_ptr<ShmRegistry> shm_;  // null: no shared-memory reads
   std::unique_ptr<net::EventLoop> loop_;
+  std::unique_ptr<ChainRouter> router_;
+  std::atomic<int64_t> last_mds_ok_ms_{0};  // MonoMillis of the last answer of the MDS
+  std::atomic<uint32_t> hb_interval_ms_{1000};
+  std::atomic<bool> hb_paused_{false};
+  bool chain_refresh_ = false;  // guarded by mu_: a request named a newer chain version
   std::thread heartbeat_;
   std::thread writeback_;
 

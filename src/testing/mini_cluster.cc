@@ -113,6 +113,7 @@ Status MiniCluster::StartMds() {
   o.env = mds_env_.get();
   o.durability_epoch = mds_epoch_;
   o.cap_ttl_ms = options_.cap_ttl_ms;
+  o.default_replicas = options_.default_replicas;
   auto mds = std::make_unique<meta::MdsServer>(o);
   Status st = mds->Start();
   if (!st.ok())
@@ -138,6 +139,8 @@ Status MiniCluster::StartOss(int i) {
   o.heartbeat_ms = options_.heartbeat_ms;
   o.cold_tier_url = cold_tier_url_;
   o.hsm_fill_chunk = options_.hsm_fill_chunk;
+  if (static_cast<size_t>(i) < options_.host_labels.size())
+    o.host_label = options_.host_labels[static_cast<size_t>(i)];
   if (!engines_.empty()) {
     o.test_engine = engines_[static_cast<size_t>(i)].get();
     o.durability_epoch = oss_epochs_[static_cast<size_t>(i)];

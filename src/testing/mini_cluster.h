@@ -57,6 +57,10 @@ struct MiniClusterOptions {
   // The OSSes' restore-by-extents chunk (0: 4 MiB): smaller makes restores of small files
   // take several chunks.
   uint64_t hsm_fill_chunk = 0;
+  // Copies of each object of files whose layout does not say (MDS --default-replicas).
+  uint32_t default_replicas = 1;
+  // Failure domain label of OSS i (host_labels[i]); missing or "": the OSS is its own domain.
+  std::vector<std::string> host_labels = {};
 };
 
 class MiniCluster {
@@ -94,6 +98,8 @@ class MiniCluster {
   Status StopOss(int i);
   // Starts OSS `i` again on the same port with the same OST directories.
   Status RestartOss(int i);
+  // The running OSS `i` (null when stopped), for tests that reach into it.
+  oss::OssServer* oss(int i) { return oss_[static_cast<size_t>(i)].get(); }
   Status StopMds();
   // Starts the MDS again on the same port with the same data (an in-memory MDS comes back empty).
   Status RestartMds();

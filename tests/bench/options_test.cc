@@ -72,6 +72,18 @@ TEST(BenchOptionsTest, TargetsParse) {
   EXPECT_EQ(o->targets[3].kind, TargetKind::kFuse);
 }
 
+TEST(BenchOptionsTest, ReplicatedCiuicTargetsParse) {
+  auto o = Parse({"--target", "ciuic-r1", "--target", "ciuic-r2"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  ASSERT_EQ(o->targets.size(), 2u);
+  EXPECT_EQ(o->targets[0].kind, TargetKind::kCiuic);
+  EXPECT_EQ(o->targets[0].replicas, 1u);
+  EXPECT_EQ(o->targets[1].name, "ciuic-r2");
+  EXPECT_EQ(o->targets[1].replicas, 2u);
+  EXPECT_FALSE(Parse({"--target", "ciuic-r9"}).ok());
+  EXPECT_FALSE(Parse({"--target", "ciuic-r0"}).ok());
+}
+
 TEST(BenchOptionsTest, DuplicateTargetIsAnError) {
   EXPECT_FALSE(Parse({"--target", "ciuic", "--target", "ciuic"}).ok());
 }

@@ -141,6 +141,7 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
     if (explicit_layout) {
       l = net::FromPb(req.layout());
       CIUIC_RETURN_IF_ERROR(ValidateExplicitLayout(l));
+      CIUIC_RETURN_IF_ERROR(CheckReplicas(l));
       for (const auto& c : l.components) {
         for (uint32_t o : c.osts) {
           if (!osts_.Known(o))
@@ -158,7 +159,7 @@ Status MetaService::Apply(Txn& t, const pb::CreateReq& req, pb::CreateResp* resp
     net::ToPb(l, rec.mutable_layout());
     // Place the first component now so writing needs no second MDS call. With no OST up the
     // layout stays uninstantiated and the writer's InstantiateReq places it later.
-    Status is = InstantiateUpTo(&rec, 1);
+    Status is = InstantiateUpTo(t, &rec, 1);
     if (!is.ok() && is.code() != StatusCode::kUnavailable)
       return is;
   }

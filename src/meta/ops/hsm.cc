@@ -108,6 +108,13 @@ Status MetaService::Apply(Txn& t, const pb::HsmBeginReq& req, pb::HsmBeginResp* 
   CIUIC_RETURN_IF_ERROR(GetInode(t, fid, &rec));
   if (!IsReg(rec))
     return Status::InvalidArgument("not a regular file: HSM moves regular files only");
+  for (const auto& c : rec.layout().components()) {
+    if (c.replicas() > 1 && op != kOpRemove) {
+      // A restore fills the objects of one OST; chains need it on every member.
+      return Status::NotSupported(
+          "the file is replicated: HSM moves files with one copy of each object only");
+    }
+  }
   const pb::Attr& a = rec.attr();
   if (op == kOpRestore) {
     CIUIC_RETURN_IF_ERROR(CheckAccess(a, req.ctx(), kMayRead, "file"));
@@ -281,9 +288,11 @@ Status MetaService::Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp
       hsm.clear_release_tasks();
       for (const auto& c : rec.layout().components()) {
         for (int s = 0; s < c.osts_size(); ++s) {
-          pb::OstTask task;
-          LogTask(t, c.osts(s), a->fid(), c.id(), static_cast<uint32_t>(s), kTaskRelease, 0, &task);
-          hsm.add_release_tasks(task.id());
+          for (uint32_t ost : TaskOsts(c.osts(s))) {
+            pb::OstTask task;
+            LogTask(t, ost, a->fid(), c.id(), static_cast<uint32_t>(s), kTaskRelease, 0, &task);
+            hsm.add_release_tasks(task.id());
+          }
         }
       }
       hsm.set_state(kStateReleased);
@@ -343,13 +352,20 @@ Status MetaService::Apply(Txn& t, const pb::HsmImportReq& req, pb::HsmImportResp
   c.set_mode(S_IFREG | (req.mode() & 0777));
   c.set_exclusive(true);
   c.set_size_hint(req.size());
+  // A restore fills one OST per object (HsmBegin refuses chains): imported files keep one copy
+  // whatever the directory's or the cluster's replica count.
+  struct SingleCopy {
+    bool* flag;
+    explicit SingleCopy(bool* f) : flag(f) { *flag = true; }
+    ~SingleCopy() { *flag = false; }
+  } single(&single_copy_);
   pb::CreateResp cr;
   CIUIC_RETURN_IF_ERROR(Apply(t, c, &cr));
   const Fid fid = ToFid(cr.attr().fid());
   pb::InodeRecord rec;
   CIUIC_RETURN_IF_ERROR(GetInode(t, cr.attr().fid(), &rec));
   // Every component the data reaches gets its OSTs now: a restore fills the objects it names.
-  CIUIC_RETURN_IF_ERROR(InstantiateUpTo(&rec, std::max<uint64_t>(req.size(), 1)));
+  CIUIC_RETURN_IF_ERROR(InstantiateUpTo(t, &rec, std::max<uint64_t>(req.size(), 1)));
   pb::Attr* a = rec.mutable_attr();
   a->set_size(req.size());
   // Version 1, which the client can name in the xattr before the file exists (0 reads as

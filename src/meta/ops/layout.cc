@@ -12,7 +12,7 @@
 
 namespace ciuic::meta {
 
-Status MetaService::InstantiateUpTo(pb::InodeRecord* rec, uint64_t end) {
+Status MetaService::InstantiateUpTo(Txn& t, pb::InodeRecord* rec, uint64_t end) {
   FileLayout l = net::FromPb(rec->layout());
   bool changed = false;
   for (auto& c : l.components) {
@@ -28,7 +28,23 @@ Status MetaService::InstantiateUpTo(pb::InodeRecord* rec, uint64_t end) {
     }
     // The count may still shrink to what is up now; once placed it is fixed.
     c.stripe_count = std::min(c.stripe_count, usable);
-    c.osts = osts_.Choose(c.stripe_count);
+    if (c.replicas == 0 || single_copy_)
+      c.replicas = single_copy_ ? 1 : options_.default_replicas;
+    if (c.replicas > 1) {
+      std::vector<pb::Chain> used;
+      Result<std::vector<uint32_t>> chains = osts_.ChooseChains(c.stripe_count, c.replicas, &used);
+      if (!chains.ok()) {
+        if (changed)
+          net::ToPb(l, rec->mutable_layout());
+        return chains.status();
+      }
+      c.osts = std::move(*chains);
+      // A layout never names a chain the store does not hold.
+      for (const pb::Chain& ch : used)
+        t.Put(Cf::kSystem, ChainKey(ch.id()), ch.SerializeAsString());
+    } else {
+      c.osts = osts_.Choose(c.stripe_count);
+    }
     c.stripe_count = static_cast<uint32_t>(c.osts.size());
     changed = true;
   }
@@ -37,14 +53,17 @@ Status MetaService::InstantiateUpTo(pb::InodeRecord* rec, uint64_t end) {
   return Status::OK();
 }
 
-void MetaService::ApplySizeHint(pb::InodeRecord* rec, uint64_t size_hint, bool random_access) {
+void MetaService::ApplySizeHint(Txn& t,
+                                pb::InodeRecord* rec,
+                                uint64_t size_hint,
+                                bool random_access) {
   if (!IsReg(*rec) || rec->layout().pattern() != 0 || !NeverWritten(*rec) || size_hint == 0) {
     return;
   }
   FileLayout l = AdaptiveLayout(size_hint, random_access, osts_.usable());
   net::ToPb(l, rec->mutable_layout());
   // Best effort: with no OST up the writer's InstantiateReq places it later.
-  InstantiateUpTo(rec, 1).IgnoreError();
+  InstantiateUpTo(t, rec, 1).IgnoreError();
 }
 
 Status MetaService::Apply(Txn& t, const pb::InstantiateReq& req, pb::InstantiateResp* resp) {
@@ -53,10 +72,27 @@ Status MetaService::Apply(Txn& t, const pb::InstantiateReq& req, pb::Instantiate
   if (!IsReg(rec))
     return Status::InvalidArgument("only regular files have data layouts");
   const std::string before = rec.layout().SerializeAsString();
-  CIUIC_RETURN_IF_ERROR(InstantiateUpTo(&rec, std::max<uint64_t>(req.end(), 1)));
+  CIUIC_RETURN_IF_ERROR(InstantiateUpTo(t, &rec, std::max<uint64_t>(req.end(), 1)));
   if (rec.layout().SerializeAsString() != before)
     PutInode(t, rec);
   *resp->mutable_layout() = rec.layout();
+  return Status::OK();
+}
+
+Status MetaService::CheckReplicas(const FileLayout& l) const {
+  const uint32_t domains = osts_.Domains(false);
+  for (const auto& c : l.components) {
+    if (c.replicas > 1 && c.replicas > domains) {
+      return Status::InvalidArgument(fmt::format(
+          "{} replicas need {} failure domains; the cluster has {} (an OSS, or a host label "
+          "shared by OSSes, is one domain)",
+          c.replicas, c.replicas, domains));
+    }
+    if (c.replicas > 1 && !c.osts.empty()) {
+      return Status::InvalidArgument(
+          "a replicated layout cannot name OSTs: the MDS places its chains");
+    }
+  }
   return Status::OK();
 }
 
@@ -67,6 +103,7 @@ Status MetaService::Apply(Txn& t, const pb::SetLayoutReq& req, pb::SetLayoutResp
     return Status::NotPermitted("only the owner or root may set a layout");
   }
   FileLayout l = net::FromPb(req.layout());
+  CIUIC_RETURN_IF_ERROR(CheckReplicas(l));
   if (IsDir(rec)) {
     if (l.empty()) {
       rec.clear_layout();  // back to the adaptive policy
@@ -89,7 +126,7 @@ Status MetaService::Apply(Txn& t, const pb::SetLayoutReq& req, pb::SetLayoutResp
     }
     l.pattern = 1;
     net::ToPb(l, rec.mutable_layout());
-    Status is = InstantiateUpTo(&rec, 1);
+    Status is = InstantiateUpTo(t, &rec, 1);
     if (!is.ok() && is.code() != StatusCode::kUnavailable)
       return is;
   } else {
@@ -116,8 +153,8 @@ Status MetaService::Apply(Txn& t, const pb::FallocateReq& req, pb::FallocateResp
   CIUIC_RETURN_IF_ERROR(CheckAccess(rec.attr(), req.ctx(), kMayWrite, "file"));
   const uint64_t end = req.offset() + req.length();
   // The range is a size hint: a never-written adaptive file is laid out for it.
-  ApplySizeHint(&rec, end, false);
-  Status is = InstantiateUpTo(&rec, end);
+  ApplySizeHint(t, &rec, end, false);
+  Status is = InstantiateUpTo(t, &rec, end);
   if (!is.ok() && is.code() != StatusCode::kUnavailable)
     return is;
   pb::Attr* a = rec.mutable_attr();

@@ -30,7 +30,10 @@ Status MetaService::Apply(Txn& t, const pb::RegisterOssReq& req, pb::RegisterOss
           fmt::format("OST index {} is above the maximum {}", o.index(), kMaxOstIndex));
     }
   }
-  for (const auto& info : osts_.Register(req.oss_addr(), req.osts(), NowMs())) {
+  if (req.host_label().size() > 256)
+    return Status::InvalidArgument("host label longer than 256 bytes");
+  for (const auto& info :
+       osts_.Register(req.oss_addr(), req.osts(), NowMs(), req.host_label(), req.epoch())) {
     t.Put(Cf::kSystem, OstKey(info.index()), info.SerializeAsString());
   }
   LOG_INFO("mds: OSS {} registered {} OSTs", req.oss_addr(), req.osts_size());
@@ -42,6 +45,7 @@ Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp
   CIUIC_RETURN_IF_ERROR(osts_.Heartbeat(req.oss_addr(), req.osts(), NowMs()));
   for (uint32_t id : RevokedKeyIds())
     resp->add_revoked_key_ids(id);
+  resp->set_chains_version(osts_.chains_version());
   // Reads the OSS served since its last heartbeat: resolved reads never reach the MDS.
   const int64_t now = NowMs();
   for (const pb::FileReads& fr : req.file_reads()) {

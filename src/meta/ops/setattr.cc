@@ -38,7 +38,7 @@ Status MetaService::Truncate(Txn& t,
   if (never_written) {
     // No object holds data: nothing to punch. The size is the best layout hint there is.
     if (size > 0) {
-      ApplySizeHint(rec, size, false);
+      ApplySizeHint(t, rec, size, false);
       a->set_data_version(a->data_version() + 1);
     }
   } else {
@@ -50,9 +50,12 @@ Status MetaService::Truncate(Txn& t,
         continue;
       const LayoutComponent comp = net::FromPb(c);
       for (uint32_t s = 0; s < comp.stripe_count; ++s) {
-        pb::OstTask* task = punches->Add();
-        LogTask(t, comp.osts[s], a->fid(), comp.id, s, kTaskPunch,
-                ObjectLengthForFileSize(comp, s, size), task);
+        for (uint32_t ost : TaskOsts(comp.osts[s])) {  // every copy of a replicated object
+          pb::OstTask* task = punches->Add();
+          LogTask(t, ost, a->fid(), comp.id, s, kTaskPunch, ObjectLengthForFileSize(comp, s, size),
+                  task);
+          task->set_replica(IsChain(comp.osts[s]));
+        }
       }
     }
   }

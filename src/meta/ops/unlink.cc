@@ -86,8 +86,11 @@ Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
       hsm.source_key().empty()) {
     for (const auto& c : rec.layout().components()) {
       for (int s = 0; s < c.osts_size(); ++s) {
-        LogTask(t, c.osts(s), rec.attr().fid(), c.id(), static_cast<uint32_t>(s), kTaskDropCopy,
-                hsm.archived_version(), nullptr);
+        const std::vector<uint32_t> osts = TaskOsts(c.osts(s));  // one copy: one member drops it
+        if (!osts.empty()) {
+          LogTask(t, osts[0], rec.attr().fid(), c.id(), static_cast<uint32_t>(s), kTaskDropCopy,
+                  hsm.archived_version(), nullptr);
+        }
       }
     }
   }
@@ -119,12 +122,20 @@ Status MetaService::DestroyInode(Txn& t, const pb::InodeRecord& rec) {
   if (IsReg(rec)) {
     for (const auto& c : rec.layout().components()) {
       for (int s = 0; s < c.osts_size(); ++s) {
-        LogTask(t, c.osts(s), rec.attr().fid(), c.id(), static_cast<uint32_t>(s), kTaskDestroy, 0,
-                nullptr);
+        for (uint32_t ost : TaskOsts(c.osts(s))) {
+          LogTask(t, ost, rec.attr().fid(), c.id(), static_cast<uint32_t>(s), kTaskDestroy, 0,
+                  nullptr);
+        }
       }
     }
   }
   return AdjustInodeCount(t, -1);
+}
+
+std::vector<uint32_t> MetaService::TaskOsts(uint32_t target) const {
+  if (!IsChain(target))
+    return {target};
+  return osts_.ChainMembers(target);
 }
 
 void MetaService::LogTask(Txn& t,

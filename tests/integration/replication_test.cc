@@ -1,0 +1,430 @@
+// Replicated objects on a MiniCluster (docs/design.md "Replication"): chains in distinct failure
+// domains, writes that reach every copy, reads and writes that go on while an OSS is stopped,
+// killed or loses power, an OSS cut off from the MDS that refuses old chain versions, and the
+// errors for impossible replica counts.
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "ciuic.pb.h"
+#include "ciuic/client.h"
+#include "common/fid.h"
+#include "net/msg_types.h"
+#include "net/pb_convert.h"
+#include "net/rpc.h"
+#include "oss/oss_server.h"
+#include "testing/mini_cluster.h"
+#include "tests/integration/test_util.h"
+
+namespace ciuic::testing {
+namespace {
+
+FileLayout Replicated(uint32_t count, uint32_t replicas, uint32_t stripe_size = 1u << 20) {
+  FileLayout l = Striped(count, stripe_size);
+  l.components[0].replicas = replicas;
+  return l;
+}
+
+std::unique_ptr<MiniCluster> StartCluster(int num_oss, MiniClusterOptions o = {}) {
+  o.num_oss = num_oss;
+  if (o.osts_per_oss == 2 && num_oss > 2)
+    o.osts_per_oss = 1;
+  auto c = MiniCluster::Start(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+std::unique_ptr<Client> Connect(MiniCluster* c) {
+  auto r = c->NewClient();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+Status WriteWithLayout(Client* c,
+                       const std::string& path,
+                       const std::string& data,
+                       const FileLayout& layout) {
+  OpenOptions oo;
+  oo.layout = &layout;
+  auto f = c->Open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644, oo);
+  if (!f.ok())
+    return f.status();
+  auto n = (*f)->Pwrite(data.data(), data.size(), 0);
+  if (!n.ok())
+    return n.status();
+  CIUIC_RETURN_IF_ERROR((*f)->Fsync());
+  return (*f)->Close();
+}
+
+// The chain of each stripe of `path`'s first component.
+std::vector<ChainStatus> ChainsOf(Client* c, const std::string& path) {
+  std::vector<ChainStatus> out;
+  auto l = c->GetLayout(path);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  auto chains = c->Chains();
+  EXPECT_TRUE(chains.ok()) << chains.status().ToString();
+  if (!l.ok() || !chains.ok())
+    return out;
+  for (uint32_t id : l->components[0].osts) {
+    for (const auto& ch : *chains) {
+      if (ch.id == id)
+        out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+// Which OSS (index) serves OST `ost` in a cluster with `per` OSTs per OSS.
+int OssOf(uint32_t ost, int per) {
+  return static_cast<int>(ost) / per;
+}
+
+// Waits until every chain of `path` has no member served by OSS `oss` serving.
+bool WaitOffline(Client* c, const std::string& path, int oss, int per, int timeout_ms = 10000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all = true;
+    for (const auto& ch : ChainsOf(c, path)) {
+      for (const auto& m : ch.members) {
+        if (OssOf(m.ost, per) == oss && m.state == "serving")
+          all = false;
+      }
+    }
+    if (all)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(ReplicationTest, EveryCopyHoldsTheBytesOnDistinctOsses) {
+  auto cluster = StartCluster(3);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_NE(c, nullptr);
+  const std::string data = Pattern(6 << 20, 1);
+  Status w = WriteWithLayout(c.get(), "/r2", data, Replicated(3, 2));
+  ASSERT_TRUE(w.ok()) << w.ToString();
+  auto back = c->ReadFile("/r2");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == data);
+
+  auto l = c->GetLayout("/r2");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->components[0].replicas, 2u);
+  const std::vector<ChainStatus> chains = ChainsOf(c.get(), "/r2");
+  ASSERT_EQ(chains.size(), 3u);
+  auto st = c->Stat("/r2");
+  ASSERT_TRUE(st.ok());
+  std::set<uint32_t> heads;
+  for (uint32_t s = 0; s < 3; ++s) {
+    ASSERT_EQ(chains[s].members.size(), 2u);
+    EXPECT_NE(chains[s].members[0].ost, chains[s].members[1].ost);  // one OST per OSS here
+    heads.insert(chains[s].members[0].ost);
+    // Both copies on disk, byte for byte the same stripe units.
+    const ObjectId obj{Fid{st->ino, st->fid_mds, st->fid_ver}, l->components[0].id, s};
+    std::string copies[2];
+    for (int k = 0; k < 2; ++k) {
+      const std::string file = FindObjectFile(
+          cluster->OstDir(chains[s].members[static_cast<size_t>(k)].ost), obj.FileName());
+      ASSERT_FALSE(file.empty()) << "no copy of " << obj.FileName() << " on OST "
+                                 << chains[s].members[static_cast<size_t>(k)].ost;
+      std::ifstream in(file, std::ios::binary);
+      copies[k].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      copies[k].resize(2 << 20);  // the object is 2 MiB (the file may be grown ahead of it)
+    }
+    EXPECT_TRUE(copies[0] == copies[1]) << "stripe " << s;
+    EXPECT_TRUE(copies[0].substr(0, 1 << 20) == data.substr(s << 20, 1 << 20));
+  }
+  EXPECT_EQ(heads.size(), 3u) << "heads spread over the OSTs";
+
+  // The cluster default applies to files whose layout does not say.
+  MiniClusterOptions o;
+  o.default_replicas = 3;
+  auto three = StartCluster(3, o);
+  ASSERT_NE(three, nullptr);
+  auto c3 = Connect(three.get());
+  ASSERT_TRUE(c3->WriteFile("/plain", data).ok());
+  auto l3 = c3->GetLayout("/plain");
+  ASSERT_TRUE(l3.ok());
+  EXPECT_EQ(l3->components[0].replicas, 3u);
+  EXPECT_EQ(ChainsOf(c3.get(), "/plain").at(0).members.size(), 3u);
+  auto back3 = c3->ReadFile("/plain");
+  ASSERT_TRUE(back3.ok());
+  EXPECT_TRUE(*back3 == data);
+}
+
+TEST(ReplicationTest, ReplicasBeyondTheFailureDomainsAreAClearError) {
+  MiniClusterOptions o;
+  o.host_labels = {"rack-a", "rack-a"};  // two OSSes, one domain
+  auto cluster = StartCluster(2, o);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  FileLayout l = Replicated(1, 2);
+  OpenOptions oo;
+  oo.layout = &l;
+  auto f = c->Open("/x", O_CREAT | O_WRONLY, 0644, oo);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(f.status().message().find("2 replicas need 2 failure domains; the cluster has 1"),
+            std::string::npos)
+      << f.status().ToString();
+  ASSERT_TRUE(c->Mkdir("/d").ok());
+  Status s = c->SetLayout("/d", l);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  // One copy is fine, and a replicated layout may not name OSTs.
+  FileLayout named = Replicated(1, 1);
+  EXPECT_TRUE(c->SetLayout("/d", named).ok());
+}
+
+TEST(ReplicationTest, ReadsAndWritesGoOnWhileAnOssIsDown) {
+  auto cluster = StartCluster(3);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  const std::string a = Pattern(5 << 20, 2);
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/a", a, Replicated(3, 2)).ok());
+  ASSERT_TRUE(cluster->StopOss(0).ok());
+
+  // Reads fail over to the other copy at once; writes wait for the new chains.
+  auto back = c->ReadFile("/a");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == a);
+  const std::string b = Pattern(5 << 20, 3);
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/b", b, Replicated(3, 2)).ok());
+  const std::string a2 = Pattern(1 << 20, 4);
+  {
+    auto f = c->Open("/a", O_WRONLY);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite(a2.data(), a2.size(), 2 << 20).ok());
+    ASSERT_TRUE((*f)->Fsync().ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  EXPECT_TRUE(WaitOffline(c.get(), "/a", 0, 1));
+  std::string want = a;
+  want.replace(2 << 20, a2.size(), a2);
+  for (int round = 0; round < 2; ++round) {
+    auto ra = c->ReadFile("/a");
+    ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+    EXPECT_TRUE(*ra == want);
+    auto rb = c->ReadFile("/b");
+    ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+    EXPECT_TRUE(*rb == b);
+    if (round == 1)
+      break;
+    // The OSS comes back: its copies missed writes, so they serve nothing until they catch up,
+    // and a fresh client reads the same bytes.
+    ASSERT_TRUE(cluster->RestartOss(0).ok());
+    ASSERT_TRUE(cluster->WaitForOsts(3).ok());
+    c = Connect(cluster.get());
+  }
+  for (const auto& ch : ChainsOf(c.get(), "/a")) {
+    for (const auto& m : ch.members) {
+      if (OssOf(m.ost, 1) == 0) {
+        EXPECT_EQ(m.state, "offline");
+      }
+    }
+  }
+  // Removing the file reaches every copy (the OST work log names each member).
+  ASSERT_TRUE(c->Unlink("/b").ok());
+}
+
+TEST(ReplicationTest, ConcurrentIoSurvivesOssStopsWithoutErrors) {
+  auto cluster = StartCluster(3);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c->Mkdir("/w").ok());
+  ASSERT_TRUE(c->SetLayout("/w", Replicated(2, 2, 256 << 10)).ok());
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::map<std::string, std::string> acked;  // path -> bytes fsynced
+  std::atomic<int> errors{0};
+  std::string first_error;
+  auto note_error = [&](const Status& s) {
+    std::lock_guard lock(mu);
+    if (errors.fetch_add(1) == 0)
+      first_error = s.ToString();
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; !stop; ++i) {
+        const std::string path = fmt::format("/w/f{}-{}", t, i);
+        const std::string data = Pattern(static_cast<size_t>((300 << 10) + i * 4097),
+                                         static_cast<uint64_t>(t * 1000 + i));
+        auto f = c->Open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (!f.ok()) {
+          note_error(f.status());
+          continue;
+        }
+        auto n = (*f)->Pwrite(data.data(), data.size(), 0);
+        Status s = n.ok() ? (*f)->Fsync() : n.status();
+        Status cs = (*f)->Close();
+        if (!s.ok() || !cs.ok()) {
+          note_error(s.ok() ? cs : s);
+          continue;
+        }
+        std::lock_guard lock(mu);
+        acked[path] = data;
+      }
+    });
+  }
+  threads.emplace_back([&] {  // a reader of what was acknowledged
+    std::mt19937 rng(7);
+    while (!stop) {
+      std::string path, want;
+      {
+        std::lock_guard lock(mu);
+        if (acked.empty())
+          continue;
+        auto it = acked.begin();
+        std::advance(it, static_cast<long>(rng() % acked.size()));
+        path = it->first;
+        want = it->second;
+      }
+      auto got = c->ReadFile(path);
+      if (!got.ok()) {
+        note_error(got.status());
+      } else if (*got != want) {
+        note_error(Status::Corruption(path + " read back different bytes"));
+      }
+    }
+  });
+  // Stop each OSS in turn while the others serve; bring it back (it returns offline).
+  for (int oss = 0; oss < 3; ++oss) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    ASSERT_TRUE(cluster->StopOss(oss).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ASSERT_TRUE(cluster->RestartOss(oss).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(errors.load(), 0) << first_error;
+  // Every acknowledged file is whole, read by a fresh client.
+  auto fresh = Connect(cluster.get());
+  size_t checked = 0;
+  for (const auto& [path, want] : acked) {
+    auto got = fresh->ReadFile(path);
+    if (!got.ok()) {
+      // Chains whose every serving copy is on a stopped OSS wait for it: none here (each OSS
+      // came back, and a chain keeps its last serving member).
+      ADD_FAILURE() << path << ": " << got.status().ToString();
+      continue;
+    }
+    EXPECT_TRUE(*got == want) << path;
+    ++checked;
+  }
+  EXPECT_GT(checked, 10u);
+}
+
+TEST(ReplicationTest, AnOssThatLostPowerServesNothingItMayHaveLost) {
+  MiniClusterOptions o;
+  o.power_loss = true;
+  o.osts_per_oss = 1;
+  auto cluster = StartCluster(2, o);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  const std::string synced = Pattern(3 << 20, 5);
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/s", synced, Replicated(2, 2)).ok());
+  // Written, not synced: the OSS that loses power drops it, the other keeps it.
+  const std::string later = Pattern(1 << 20, 6);
+  {
+    auto f = c->Open("/s", O_WRONLY);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite(later.data(), later.size(), 0).ok());
+    ASSERT_TRUE((*f)->Flush().ok());
+    ASSERT_TRUE(cluster->PowerCycleOss(0).ok());
+    // The fsync goes to the chains as they are now: the other copy is whole, so it succeeds.
+    EXPECT_TRUE(WaitOffline(c.get(), "/s", 0, 1));
+    Status s = (*f)->Fsync();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  std::string want = synced;
+  want.replace(0, later.size(), later);
+  auto back = Connect(cluster.get())->ReadFile("/s");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == want);
+}
+
+TEST(ReplicationTest, AnOssCutOffFromTheMdsTakesNoWritesUnderAnOldChain) {
+  MiniClusterOptions o;
+  o.osts_per_oss = 1;
+  auto cluster = StartCluster(2, o);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/p", Pattern(1 << 20, 7), Replicated(1, 2)).ok());
+  const ChainStatus before = ChainsOf(c.get(), "/p").at(0);
+  const uint32_t head = before.members[0].ost;
+  const int cut = OssOf(head, 1);
+  auto st = c->Stat("/p");
+  ASSERT_TRUE(st.ok());
+  auto l = c->GetLayout("/p");
+  ASSERT_TRUE(l.ok());
+
+  // The head loses the MDS (not the clients): the MDS takes it out of the chain.
+  cluster->oss(cut)->TEST_PauseHeartbeats(true);
+  ASSERT_TRUE(WaitOffline(c.get(), "/p", cut, 1));
+  const ChainStatus after = ChainsOf(c.get(), "/p").at(0);
+  EXPECT_GT(after.version, before.version);
+
+  // A writer that still holds the old chain reaches the cut-off OSS: refused.
+  net::EventLoop loop(1);
+  net::ChannelOptions co;
+  co.secret = cluster->admin_secret();
+  co.key_id = 1;
+  auto ch = net::RpcChannel::Connect(&loop, HostPort{"127.0.0.1", cluster->oss_port(cut)}, co);
+  ASSERT_TRUE(ch.ok()) << ch.status().ToString();
+  pb::WriteReq req;
+  req.set_ost(head);
+  net::ToPb(ObjectId{Fid{st->ino, st->fid_mds, st->fid_ver}, l->components[0].id, 0},
+            req.mutable_obj());
+  req.set_offset(0);
+  req.set_chain(before.id);
+  req.set_chain_version(before.version);
+  const std::string stale = Pattern(4096, 8);
+  auto r = (*ch)->Call(net::MsgType::kWrite, req, {net::ConstSpan{stale.data(), stale.size()}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  (*ch)->Close();
+
+  // The member still in touch with the MDS refuses the old version too, once its next
+  // heartbeat told it of the new one (a write with the old chain reaches it only through the
+  // cut-off head, which refuses first).
+  const uint32_t other = before.members[1].ost;
+  auto ch2 = net::RpcChannel::Connect(&loop, HostPort{"127.0.0.1", cluster->oss_port(1 - cut)}, co);
+  ASSERT_TRUE(ch2.ok()) << ch2.status().ToString();
+  req.set_ost(other);
+  Result<net::Reply> r2 = Status::Internal("not sent");
+  for (int i = 0; i < 100; ++i) {
+    r2 = (*ch2)->Call(net::MsgType::kWrite, req, {net::ConstSpan{stale.data(), stale.size()}});
+    if (!r2.ok())
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.status().code(), StatusCode::kUnavailable) << r2.status().ToString();
+  EXPECT_NE(r2.status().message().find("stale chain"), std::string::npos) << r2.status().ToString();
+  (*ch2)->Close();
+  loop.Stop();
+
+  // The application's writes go to the new chain without an error, and read back.
+  const std::string fresh = Pattern(1 << 20, 9);
+  ASSERT_TRUE(c->WriteFile("/p", fresh).ok());
+  auto back = c->ReadFile("/p");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == fresh);
+  cluster->oss(cut)->TEST_PauseHeartbeats(false);
+}
+
+}  // namespace
+}  // namespace ciuic::testing
