@@ -719,17 +719,26 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
           map_refreshing_ = false;
           calls.swap(map_waiting_);
         }
+        auto known = [this](const std::shared_ptr<OstCall>& c) {
+          std::lock_guard<std::mutex> l(ost_mu_);
+          uint32_t m = c->ost;
+          return (!IsChain(c->ost) || RouteChain(c.get(), &m)) && ost_addr_.count(m) > 0;
+        };
+        // A call that joined a refresh already under way may name what that map predates (a
+        // chain made for the layout it just got): one more refresh before it fails.
+        bool again = false;
+        for (auto& c : calls)
+          again |= !known(c);
+        if (again && r.ok())
+          r = RefreshOstMap();
         for (auto& c : calls) {
-          bool known;
-          {
-            std::lock_guard<std::mutex> l(ost_mu_);
-            uint32_t m = c->ost;
-            known = (!IsChain(c->ost) || RouteChain(c.get(), &m)) && ost_addr_.count(m) > 0;
-          }
-          if (known) {
+          if (known(c)) {
             Dispatch(c);
           } else {
-            Fail(c, r.ok() ? Status::NotFound(fmt::format("OST {} is not in the OST map", c->ost))
+            Fail(c, r.ok() ? Status::NotFound(fmt::format(
+                                 "{} is not in the OST map",
+                                 IsChain(c->ost) ? fmt::format("chain {}", c->ost - kChainBase)
+                                                 : fmt::format("OST {}", c->ost)))
                            : r.status());
           }
         }

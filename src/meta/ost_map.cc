@@ -405,6 +405,11 @@ OstMap::ChainHealth OstMap::Health() const {
   return h;
 }
 
+uint64_t OstMap::version() const {
+  std::lock_guard lock(mu_);
+  return version_;
+}
+
 uint64_t OstMap::chains_version() const {
   std::lock_guard lock(mu_);
   return chains_version_;

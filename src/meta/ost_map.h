@@ -95,6 +95,8 @@ class OstMap {
   };
   ChainHealth Health() const;
   uint64_t chains_version() const;
+  // Version of the map (Snapshot().version()).
+  uint64_t version() const;
 
   // Number of up OSTs.
   uint32_t usable() const;

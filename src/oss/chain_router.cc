@@ -26,6 +26,7 @@ void ChainRouter::Update(const pb::GetOstMapResp& map) {
     if (!o.oss_addr().empty())
       ost_addr_[o.index()] = o.oss_addr();
   }
+  map_version_ = std::max(map_version_, map.version());
   if (map.chains_version() < version_)
     return;
   version_ = map.chains_version();
@@ -36,6 +37,11 @@ void ChainRouter::Update(const pb::GetOstMapResp& map) {
 uint64_t ChainRouter::chains_version() const {
   std::lock_guard lock(mu_);
   return version_;
+}
+
+uint64_t ChainRouter::map_version() const {
+  std::lock_guard lock(mu_);
+  return map_version_;
 }
 
 bool ChainRouter::TakeRefreshWanted() {
@@ -103,8 +109,13 @@ void ChainRouter::Call(const std::string& addr,
                        std::function<void(Result<net::Reply>)> cb) {
   auto send = [this, addr, type, req, data, timeout_ms,
                cb](Result<std::shared_ptr<net::RpcChannel>> ch) mutable {
-    if (!ch.ok())
+    if (!ch.ok()) {
+      {
+        std::lock_guard lock(mu_);
+        refresh_wanted_ = true;  // it may be back at another address
+      }
       return cb(ch.status().WithContext(fmt::format("next OSS in the chain ({})", addr)));
+    }
     std::shared_ptr<net::RpcChannel> c = *ch;
     c->CallAsync(
         type, *req, std::move(data), {},
@@ -114,6 +125,7 @@ void ChainRouter::Call(const std::string& addr,
             auto it = peers_.find(addr);
             if (it != peers_.end() && it->second.ch == c)
               it->second.ch.reset();
+            refresh_wanted_ = true;  // it may be back at another address
           }
           cb(std::move(r));
         },

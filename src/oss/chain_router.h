@@ -42,6 +42,7 @@ class ChainRouter {
   // Installs the chains and OST addresses of `map` if its chains_version is newer.
   void Update(const pb::GetOstMapResp& map);
   uint64_t chains_version() const;
+  uint64_t map_version() const;
   // True (once) when a request named a chain version newer than the table.
   bool TakeRefreshWanted();
 
@@ -101,6 +102,7 @@ class ChainRouter {
   std::map<uint32_t, pb::Chain> chains_;      // CIUIC_GUARDED_BY(mu_)
   std::map<uint32_t, std::string> ost_addr_;  // CIUIC_GUARDED_BY(mu_)
   uint64_t version_ = 0;                      // CIUIC_GUARDED_BY(mu_)
+  uint64_t map_version_ = 0;                  // CIUIC_GUARDED_BY(mu_)
   bool refresh_wanted_ = false;               // CIUIC_GUARDED_BY(mu_)
   std::map<std::string, Peer> peers_;         // CIUIC_GUARDED_BY(mu_)
 

@@ -910,9 +910,11 @@ void OssServer::HeartbeatLoop() {
     return !stopping_;
   };
   // Fetches the OST map (chains and addresses) when the MDS has newer chains than we know.
-  auto refresh_chains = [&](uint64_t mds_version) {
-    if (mds_version != 0 && mds_version <= router_->chains_version())
+  auto refresh_chains = [&](uint64_t chains_version, uint64_t map_version) {
+    if (chains_version != 0 && chains_version <= router_->chains_version() &&
+        map_version <= router_->map_version() && !router_->TakeRefreshWanted()) {
       return;
+    }
     pb::GetOstMapReq mreq;
     pb::GetOstMapResp map;
     Status ms = mds->CallMsg(net::MsgType::kGetOstMap, mreq, &map, 5000);
@@ -974,7 +976,7 @@ void OssServer::HeartbeatLoop() {
         interval_ms = std::max<uint32_t>(resp.heartbeat_ms(), 10);
       hb_interval_ms_ = interval_ms;
       last_mds_ok_ms_ = MonoMillis();
-      refresh_chains(0);
+      refresh_chains(0, 0);
       registered_ = true;
       backoff_ms = 50;
       LOG_INFO("registered {} OST(s) at {} with the MDS at {}", osts_.size(), addr,
@@ -1005,7 +1007,7 @@ void OssServer::HeartbeatLoop() {
     }
     heartbeats_.fetch_add(1);
     last_mds_ok_ms_ = MonoMillis();
-    refresh_chains(resp.chains_version());
+    refresh_chains(resp.chains_version(), resp.map_version());
     done_tasks.clear();
     SetRevoked(resp.revoked_key_ids());
     // Destroys are gathered per OST and run with one directory sync each (after a data set of

@@ -12,7 +12,9 @@
 // Usage: ciuic-crashloop power|kill [--cycles N] [--seconds S] [--seed X] [--oss N]
 //                                   [--generation K] [--max-file-bytes B] [--torn]
 //                                   [--victim any|whole|oss|mds] [--bin-dir DIR] [--dir DIR]
-//                                   [--quiet]
+//                                   [--replicas R] [--quiet]
+// With --replicas R > 1 (kill mode, --victim oss) every object has R copies on distinct OSSes,
+// so a killed OSS must cost no operation at all: the loop also fails when one did.
 // Every K cycles the workload starts over in a new directory (so a verification stays short);
 // the older directories are verified once more at the end. Prints one line per cycle and a
 // summary; exits 1 when anything acknowledged was lost or reported corrupt, or when the loop
@@ -55,6 +57,7 @@ struct Args {
   bool torn = false;
   bool quiet = false;
   std::string victim = "any";  // any, whole, oss, mds
+  int replicas = 1;
   std::string bin_dir;
   std::string dir;
 };
@@ -63,7 +66,7 @@ struct Args {
   std::fprintf(stderr,
                "ciuic-crashloop: %s\nusage: ciuic-crashloop power|kill [--cycles N] [--seconds S] "
                "[--seed X] [--oss N] [--generation K] [--max-file-bytes B] [--torn] [--victim "
-               "any|whole|oss|mds] [--bin-dir DIR] [--dir DIR] [--quiet]\n",
+               "any|whole|oss|mds] [--bin-dir DIR] [--dir DIR] [--replicas R] [--quiet]\n",
                why.c_str());
   std::exit(2);
 }
@@ -107,6 +110,8 @@ Args Parse(int argc, char** argv) {
       a.victim = value();
       if (a.victim != "any" && a.victim != "whole" && a.victim != "oss" && a.victim != "mds")
         Usage(fmt::format("--victim wants any, whole, oss or mds, not '{}'", a.victim));
+    } else if (f == "--replicas") {
+      a.replicas = static_cast<int>(ParseNumber(f, value(), 1, 8));
     } else if (f == "--torn") {
       a.torn = true;
     } else if (f == "--quiet") {
@@ -130,6 +135,10 @@ Args Parse(int argc, char** argv) {
       Usage("kill mode needs --bin-dir DIR (where ciuic, ciuic-mds and ciuic-oss are)");
     a.bin_dir = guess.string();
   }
+  if (a.replicas > a.num_oss)
+    Usage(fmt::format("--replicas {} needs at least that many OSSes (--oss)", a.replicas));
+  if (a.replicas > 1 && (a.mode != "kill" || a.victim != "oss"))
+    Usage("--replicas above 1 goes with kill mode and --victim oss");
   if (a.mode == "power" && a.torn)
     std::printf("torn tails: on (the MDS's unsynced WAL tail is torn at a random byte)\n");
   return a;
@@ -142,11 +151,12 @@ int64_t NowMs() {
 }
 
 // Short bounds: IO that a crash cut off fails within a few seconds instead of retrying for 30.
-ClientOptions ShortBounds(ClientOptions o) {
+// With replicas the IO must ride the failover out instead (the MDS changes chains after 3 s).
+ClientOptions ShortBounds(ClientOptions o, int replicas = 1) {
   o.uid = 0;
   o.gid = 0;
-  o.ost_retry_ms = 1000;
-  o.io_timeout_ms = 3000;
+  o.ost_retry_ms = replicas > 1 ? 30000 : 1000;
+  o.io_timeout_ms = replicas > 1 ? 10000 : 3000;
   o.mds_timeout_ms = 3000;
   return o;
 }
@@ -230,12 +240,14 @@ class KillTarget : public Target {
       dir_ = a_.dir;
     }
     log_ = dir_ + "/crashloop-cli.log";
-    return Ciuic({"cluster", "up", dir_, "--oss", std::to_string(a_.num_oss), "--timeout", "60"});
+    return Ciuic({"cluster", "up", dir_, "--oss", std::to_string(a_.num_oss), "--osts-per-oss",
+                  a_.replicas > 1 ? "1" : "2", "--replicas", std::to_string(a_.replicas),
+                  "--timeout", "60"});
   }
   Result<std::unique_ptr<Client>> Connect() override {
     ClientOptions o;
     o.cluster_file = dir_ + "/cluster.conf";
-    return Client::Connect(ShortBounds(o));
+    return Client::Connect(ShortBounds(o, a_.replicas));
   }
   Result<std::string> Crash(std::mt19937_64& rng, uint64_t) override {
     int victim = static_cast<int>(rng() % static_cast<uint64_t>(a_.num_oss + 1));
@@ -411,6 +423,13 @@ int Main(int argc, char** argv) {
     wl.Stop();
     t.join();
     c->reset();
+    if (a.replicas > 1 && run.failed > 0) {
+      PrintProblems(run);
+      fatal = Status::IoError(
+          fmt::format("cycle {}: {} operation(s) failed although every object has {} copies", cycle,
+                      run.failed, a.replicas));
+      break;
+    }
     if (!progressed) {
       PrintProblems(run);
       fatal = Status::TimedOut(

@@ -428,3 +428,43 @@ TEST(ReplicationTest, AnOssCutOffFromTheMdsTakesNoWritesUnderAnOldChain) {
 
 }  // namespace
 }  // namespace ciuic::testing
+
+namespace ciuic::testing {
+namespace {
+
+TEST(ReplicationTest, AnOssOfAnotherClusterIsRefusedWithAClearError) {
+  MiniClusterOptions o;
+  o.osts_per_oss = 1;
+  auto cluster = StartCluster(2, o);
+  ASSERT_NE(cluster, nullptr);
+  net::EventLoop loop(1);
+  net::ChannelOptions co;
+  co.secret = cluster->admin_secret();
+  co.key_id = 1;
+  co.role = net::Role::kOss;
+  auto ch = net::RpcChannel::Connect(&loop, HostPort{"127.0.0.1", cluster->mds_port()}, co);
+  ASSERT_TRUE(ch.ok()) << ch.status().ToString();
+  pb::RegisterOssReq req;
+  req.set_oss_addr("127.0.0.1:1");
+  req.set_cluster_uuid("00000000-0000-0000-0000-000000000000");
+  pb::OstInfo* ost = req.add_osts();
+  ost->set_index(0);
+  ost->set_capacity(1ull << 30);
+  pb::RegisterOssResp resp;
+  Status s = (*ch)->CallMsg(net::MsgType::kRegisterOss, req, &resp);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
+  EXPECT_NE(s.message().find("belongs to cluster '00000000-0000-0000-0000-000000000000'"),
+            std::string::npos)
+      << s.ToString();
+  (*ch)->Close();
+  loop.Stop();
+  // The chains still name the real OSS of OST 0.
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/ok", Pattern(1 << 20, 10), Replicated(2, 2)).ok());
+  auto back = c->ReadFile("/ok");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == Pattern(1 << 20, 10));
+}
+
+}  // namespace
+}  // namespace ciuic::testing

@@ -46,6 +46,7 @@ Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp
   for (uint32_t id : RevokedKeyIds())
     resp->add_revoked_key_ids(id);
   resp->set_chains_version(osts_.chains_version());
+  resp->set_map_version(osts_.version());
   // Reads the OSS served since its last heartbeat: resolved reads never reach the MDS.
   const int64_t now = NowMs();
   for (const pb::FileReads& fr : req.file_reads()) {
