@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/crc32c.h"
+#include "common/layout.h"
 
 namespace ciuic::client {
 
@@ -21,7 +22,8 @@ Status VerifyReadBlocks(uint8_t* data,
                         size_t crc_count,
                         const BlockSource& src) {
   auto where = [&]() {
-    return fmt::format("OST {}{} object {}", src.ost,
+    return fmt::format("{} {}{} object {}", IsChain(src.ost) ? "a copy in chain" : "OST",
+                       IsChain(src.ost) ? src.ost - kChainBase : src.ost,
                        src.oss_addr ? fmt::format(" ({})", *src.oss_addr) : std::string(),
                        src.obj.FileName());
   };

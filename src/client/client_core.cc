@@ -619,7 +619,8 @@ bool ClientCore::RouteChain(OstCall* call, uint32_t* member) {
     if (read) {
       // Spread the objects of a file over the copies; each retry tries the next one.
       const uint64_t h = std::hash<uint64_t>{}(req->obj().fid().seq() * 31 + req->obj().stripe());
-      pick = serving[(h + static_cast<uint64_t>(call->attempt)) % serving.size()];
+      pick =
+          serving[(h + static_cast<uint64_t>(call->attempt) + call->replica_skip) % serving.size()];
     }
     req->set_ost(pick);
     req->set_chain(c.id());

@@ -62,6 +62,8 @@ struct OstCall {
   Status last_error;
   int timeout_ms = 0;  // per attempt; 0: ClientOptions::io_timeout_ms
   int retry_ms = 0;    // retry window; 0: ClientOptions::ost_retry_ms
+  // Replicated reads: copies to pass over (the ones before failed their checksums).
+  uint32_t replica_skip = 0;
 };
 
 // State this client keeps per file (shared by every File of the same FID in this client).

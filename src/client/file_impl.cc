@@ -326,14 +326,7 @@ void OpenFile::IssueWrite(const uint8_t* src,
           if (st.ok())
             self->NoteWriteEpoch(key, r->body);
           self->ThrottleDone();
-          bool last;
-          {
-            std::lock_guard<std::mutex> lock(op->mu);
-            if (!st.ok() && op->first.ok())
-              op->first = st;
-            last = --op->left == 0;
-          }
-          if (last)
+          if (PartDone(op.get(), st))
             finish();
         };
     Throttled([self, call] { self->core_->OstCallAsync(call); });

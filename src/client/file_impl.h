@@ -25,6 +25,16 @@
 
 namespace ciuic::client {
 
+// Records the outcome of one part of an operation split over objects (an op with `mu`, `first`
+// and `left`): the first error is kept. True when it was the last part.
+template <typename Op>
+bool PartDone(Op* op, const Status& st) {
+  std::lock_guard<std::mutex> lock(op->mu);
+  if (!st.ok() && op->first.ok())
+    op->first = st;
+  return --op->left == 0;
+}
+
 // Readahead fetches whole 1 MiB chunks; reads of 512 KiB or more go straight to the caller.
 inline constexpr uint64_t kRaChunk = 1ull << 20;
 inline constexpr uint64_t kRaDirectMin = 512ull << 10;

@@ -166,32 +166,53 @@ void OpenFile::ReadRangeOnce(
         --op->left;
         continue;
       }
-      auto call = std::make_shared<OstCall>();
-      call->type = net::MsgType::kRead;
-      call->ost = p.ost;
-      auto req = std::make_unique<pb::ReadReq>();
-      req->set_ost(p.ost);
-      net::ToPb(ObjectId{self->node_->fid, p.comp_id, p.stripe}, req->mutable_obj());
-      req->set_offset(p.obj_offset);
-      req->set_length(p.len);
-      call->req = std::move(req);
-      if (p.direct)
-        call->in_dest = std::span<uint8_t>(p.dest, p.len);
-      call->done = [self, op, i, finish](Result<net::Reply> r) {
-        const bool must_exist = self->resolved_ || (op->restoring && !op->restore_tried);
-        Status st = FinishReadPiece(self->node_->fid, op->pieces[i], must_exist, std::move(r));
-        self->ThrottleDone();
-        bool last;
-        {
-          std::lock_guard<std::mutex> lock(op->mu);
-          if (!st.ok() && op->first.ok())
-            op->first = st;
-          last = --op->left == 0;
+      // A copy of a replicated object whose blocks fail their checksums is read from the next
+      // copy (`skip`), each copy once: a bad copy is never served while a good one exists.
+      struct Piece {
+        std::shared_ptr<OpenFile> self;
+        std::shared_ptr<ReadOp> op;
+        size_t i;
+        std::function<void()> finish;
+        void operator()(uint32_t skip) const {
+          const ReadPiece& p = op->pieces[i];
+          auto call = std::make_shared<OstCall>();
+          call->type = net::MsgType::kRead;
+          call->ost = p.ost;
+          call->replica_skip = skip;
+          auto req = std::make_unique<pb::ReadReq>();
+          req->set_ost(p.ost);
+          net::ToPb(ObjectId{self->node_->fid, p.comp_id, p.stripe}, req->mutable_obj());
+          req->set_offset(p.obj_offset);
+          req->set_length(p.len);
+          call->req = std::move(req);
+          if (p.direct)
+            call->in_dest = std::span<uint8_t>(p.dest, p.len);
+          Piece again = *this;
+          call->done = [again, skip](Result<net::Reply> r) {
+            const auto& self = again.self;
+            const auto& op = again.op;
+            const ReadPiece& p = op->pieces[again.i];
+            const bool must_exist = self->resolved_ || (op->restoring && !op->restore_tried);
+            Status st = FinishReadPiece(self->node_->fid, p, must_exist, std::move(r));
+            self->ThrottleDone();
+            if (st.code() == StatusCode::kCorruption && IsChain(p.ost)) {
+              auto layout = self->node_->GetLayout();
+              const uint32_t copies = layout && p.comp_index < layout->components.size()
+                                          ? layout->components[p.comp_index].replicas
+                                          : 1;
+              if (skip + 1 < copies) {
+                LOG_WARN("client: {} (object {}, stripe {}): {}; reading another copy", self->path_,
+                         p.comp_id, p.stripe, st.ToString());
+                return again(skip + 1);
+              }
+            }
+            if (PartDone(op.get(), st))
+              again.finish();
+          };
+          self->Throttled([self = self, call] { self->core_->OstCallAsync(call); });
         }
-        if (last)
-          finish();
       };
-      self->Throttled([self, call] { self->core_->OstCallAsync(call); });
+      Piece{self, op, i, finish}(0);
     }
     bool last;
     {

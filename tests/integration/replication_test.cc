@@ -42,6 +42,13 @@ std::unique_ptr<MiniCluster> StartCluster(int num_oss, MiniClusterOptions o = {}
   return c.ok() ? std::move(*c) : nullptr;
 }
 
+// `num_oss` OSSes of one OST each.
+std::unique_ptr<MiniCluster> StartOnePerOss(int num_oss) {
+  MiniClusterOptions o;
+  o.osts_per_oss = 1;
+  return StartCluster(num_oss, o);
+}
+
 std::unique_ptr<Client> Connect(MiniCluster* c) {
   auto r = c->NewClient();
   EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -357,9 +364,7 @@ TEST(ReplicationTest, AnOssThatLostPowerServesNothingItMayHaveLost) {
 }
 
 TEST(ReplicationTest, AnOssCutOffFromTheMdsTakesNoWritesUnderAnOldChain) {
-  MiniClusterOptions o;
-  o.osts_per_oss = 1;
-  auto cluster = StartCluster(2, o);
+  auto cluster = StartOnePerOss(2);
   ASSERT_NE(cluster, nullptr);
   auto c = Connect(cluster.get());
   ASSERT_TRUE(WriteWithLayout(c.get(), "/p", Pattern(1 << 20, 7), Replicated(1, 2)).ok());
@@ -433,9 +438,7 @@ namespace ciuic::testing {
 namespace {
 
 TEST(ReplicationTest, AnOssOfAnotherClusterIsRefusedWithAClearError) {
-  MiniClusterOptions o;
-  o.osts_per_oss = 1;
-  auto cluster = StartCluster(2, o);
+  auto cluster = StartOnePerOss(2);
   ASSERT_NE(cluster, nullptr);
   net::EventLoop loop(1);
   net::ChannelOptions co;
@@ -464,6 +467,60 @@ TEST(ReplicationTest, AnOssOfAnotherClusterIsRefusedWithAClearError) {
   auto back = c->ReadFile("/ok");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(*back == Pattern(1 << 20, 10));
+}
+
+}  // namespace
+}  // namespace ciuic::testing
+
+namespace ciuic::testing {
+namespace {
+
+// Flips one byte of the data file of `obj` on OST `ost`.
+void Corrupt(MiniCluster* cluster, uint32_t ost, const ObjectId& obj, uint64_t offset) {
+  const std::string file = FindObjectFile(cluster->OstDir(ost), obj.FileName());
+  ASSERT_FALSE(file.empty()) << obj.FileName() << " on OST " << ost;
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char b = 0;
+  f.read(&b, 1);
+  b = static_cast<char>(b ^ 0x5a);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(&b, 1);
+}
+
+TEST(ReplicationTest, ACopyThatFailsItsChecksumsIsReadFromAnother) {
+  auto cluster = StartOnePerOss(2);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  const std::string data = Pattern(2 << 20, 11);
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/crc", data, Replicated(2, 2)).ok());
+  auto st = c->Stat("/crc");
+  ASSERT_TRUE(st.ok());
+  auto l = c->GetLayout("/crc");
+  ASSERT_TRUE(l.ok());
+  const std::vector<ChainStatus> chains = ChainsOf(c.get(), "/crc");
+  ASSERT_EQ(chains.size(), 2u);
+  // One copy of each stripe object is damaged: every read still returns the data.
+  for (uint32_t s = 0; s < 2; ++s) {
+    const ObjectId obj{Fid{st->ino, st->fid_mds, st->fid_ver}, l->components[0].id, s};
+    Corrupt(cluster.get(), chains[s].members[s].ost, obj, 4096 + 17);
+  }
+  for (int round = 0; round < 3; ++round) {
+    auto fresh = Connect(cluster.get());
+    auto back = fresh->ReadFile("/crc");
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_TRUE(*back == data);
+  }
+  // Both copies of stripe 0 damaged: an error, never wrong bytes.
+  const ObjectId obj0{Fid{st->ino, st->fid_mds, st->fid_ver}, l->components[0].id, 0};
+  Corrupt(cluster.get(), chains[0].members[1].ost, obj0, 4096 + 17);
+  auto fresh = Connect(cluster.get());
+  std::string buf(4096, '\0');
+  auto f = fresh->Open("/crc", O_RDONLY);
+  ASSERT_TRUE(f.ok());
+  auto n = (*f)->Pread(buf.data(), buf.size(), 4096);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), StatusCode::kCorruption) << n.status().ToString();
 }
 
 }  // namespace
