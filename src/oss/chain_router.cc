@@ -240,14 +240,17 @@ void ChainRouter::OrderedEnd(const ObjectId& id, uint64_t offset, uint64_t len) 
 }
 
 void ChainRouter::Close() {
-  std::map<std::string, Peer> peers;
+  // Closed outside mu_: failing a channel's pending calls runs their callbacks, which take it.
+  std::vector<std::shared_ptr<net::RpcChannel>> channels;
   {
     std::lock_guard lock(mu_);
     for (auto& [addr, p] : peers_) {
       if (p.ch)
-        p.ch->Close();
+        channels.push_back(p.ch);
     }
   }
+  for (auto& ch : channels)
+    ch->Close();
 }
 
 }  // namespace ciuic::oss
