@@ -156,6 +156,13 @@ int main(int argc, char** argv) {
   }
   ciuic::log::SetName("fuse");
 
+  // Mount first, while this process has one thread (see FuseServer(FuseOptions)); the kernel
+  // holds requests to the new mount until the loop runs.
+  ciuic::fuse::FuseServer server(opts);
+  if (ciuic::Status st = server.Mount(); !st.ok()) {
+    Report(st.message());
+    return 1;
+  }
   ciuic::ClientOptions copts;
   copts.cluster_file = conf;
   copts.client_name = fmt::format("fuse:{}", opts.mountpoint);
@@ -164,6 +171,7 @@ int main(int argc, char** argv) {
   copts.dir_attr_cache_ms = static_cast<int>(opts.attr_timeout_s * 1000);
   auto client = ciuic::Client::Connect(copts);
   if (!client.ok()) {
+    // The server's destructor unmounts again.
     if (client.status().code() == ciuic::StatusCode::kUnavailable) {
       Report(
           fmt::format("cluster not running (cannot reach the MDS named in {}): start it with "
@@ -174,11 +182,7 @@ int main(int argc, char** argv) {
     }
     return 1;
   }
-  ciuic::fuse::FuseServer server(std::move(*client), opts);
-  if (ciuic::Status st = server.Mount(); !st.ok()) {
-    Report(st.message());
-    return 1;
-  }
+  server.Attach(std::move(*client));
   Report("OK");
   ciuic::Status st = server.Run();
   if (!st.ok()) {

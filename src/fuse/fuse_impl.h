@@ -28,9 +28,11 @@ Result<FileLayout> ParseLayoutXattr(std::string value);
 
 class FuseServer::Impl {
  public:
-  Impl(std::unique_ptr<Client> client, FuseOptions options);
+  explicit Impl(FuseOptions options);
   ~Impl();
 
+  // Gives the server its client and starts its threads (see FuseServer::Attach).
+  void Attach(std::unique_ptr<Client> client);
   Status Mount();
   Status Run();
   void RaiseReadahead();
@@ -103,7 +105,7 @@ class FuseServer::Impl {
   std::unique_ptr<Client> client_;
   FuseOptions opts_;
   FileId root_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> pool_;  // created by Attach: no threads before the mount
   fuse_session* se_ = nullptr;
   bool mounted_ = false;
 

@@ -132,7 +132,7 @@ void FuseServer::Impl::LockWaiterLoop() {
     LockWait w = lk_waits_.begin()->second;
     lk_waits_.erase(lk_waits_.begin());
     lock.unlock();
-    if (!pool_.Submit([this, w] { TrySetLock(w, true); }))
+    if (!pool_->Submit([this, w] { TrySetLock(w, true); }))
       fuse_reply_err(w.req, EINTR);
     lock.lock();
   }

@@ -796,14 +796,14 @@ Result<FileLayout> ParseLayoutXattr(std::string v) {
 
 void FuseServer::Impl::Meta(fuse_req_t req, std::function<void()> fn, bool as_caller) {
   if (!as_caller) {
-    if (!pool_.Submit(std::move(fn)))
+    if (!pool_->Submit(std::move(fn)))
       fuse_reply_err(req, EIO);
     return;
   }
   const fuse_ctx* ctx = fuse_req_ctx(req);
   const uint32_t uid = ctx->uid;
   const uint32_t gid = ctx->gid;
-  const bool ok = pool_.Submit([req, uid, gid, fn = std::move(fn)] {
+  const bool ok = pool_->Submit([req, uid, gid, fn = std::move(fn)] {
     std::vector<uint32_t> groups;
     if (uid != 0) {
       gid_t list[64];

@@ -99,17 +99,20 @@ Status CheckMountpoint(const std::string& mountpoint) {
 // ---------------------------------------------------------------------------------------------
 // Impl: tables
 
-FuseServer::Impl::Impl(std::unique_ptr<Client> client, FuseOptions options)
-    : client_(std::move(client)),
-      opts_(std::move(options)),
-      pool_(static_cast<size_t>(std::max(1, opts_.meta_threads)), 4096, "fuse-meta") {
+FuseServer::Impl::Impl(FuseOptions options) : opts_(std::move(options)) {}
+
+void FuseServer::Impl::Attach(std::unique_ptr<Client> client) {
+  client_ = std::move(client);
   root_ = client_->RootId();
+  pool_ = std::make_unique<ThreadPool>(static_cast<size_t>(std::max(1, opts_.meta_threads)), 4096,
+                                       "fuse-meta");
   StartLockWaiter();
 }
 
 FuseServer::Impl::~Impl() {
   StopLockWaiter();
-  pool_.Stop();
+  if (pool_ != nullptr)
+    pool_->Stop();
   // Handles the kernel never released (the connection was aborted): close them.
   std::unordered_map<uint64_t, Handle*> left;
   {
@@ -259,6 +262,8 @@ void FuseServer::Impl::RaiseReadahead() {
 Status FuseServer::Impl::Run() {
   if (se_ == nullptr || !mounted_)
     return Status::InvalidArgument("not mounted");
+  if (client_ == nullptr)
+    return Status::InvalidArgument("no client attached");
   if (fuse_set_signal_handlers(se_) != 0)
     return Status::Internal("cannot install signal handlers");
   struct fuse_loop_config* cfg = fuse_loop_cfg_create();
@@ -271,14 +276,22 @@ Status FuseServer::Impl::Run() {
   fuse_session_unmount(se_);
   mounted_ = false;
   StopLockWaiter();  // waiting lock requests get EINTR
-  pool_.Stop();      // finish the metadata requests in progress
+  pool_->Stop();     // finish the metadata requests in progress
   if (rc < 0)
     return Status::FromErrno(-rc, "fuse loop");
   return Status::OK();
 }
 
 FuseServer::FuseServer(std::unique_ptr<Client> client, FuseOptions options)
-    : impl_(std::make_unique<Impl>(std::move(client), std::move(options))) {}
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->Attach(std::move(client));
+}
+
+FuseServer::FuseServer(FuseOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+void FuseServer::Attach(std::unique_ptr<Client> client) {
+  impl_->Attach(std::move(client));
+}
 
 FuseServer::~FuseServer() = default;
 

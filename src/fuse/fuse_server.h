@@ -45,6 +45,13 @@ class FuseServer {
  public:
   // Takes ownership of a connected client.
   FuseServer(std::unique_ptr<Client> client, FuseOptions options);
+  // A server without a client yet: Mount() it first, then Attach() one, then Run(). The daemon
+  // mounts this way, while it has no other thread: libfuse forks fusermount3 for the mount, and a
+  // fork while other threads hold allocator locks can hang the child before its exec (seen with
+  // ASan's allocator, which has no fork handlers).
+  explicit FuseServer(FuseOptions options);
+  // Takes ownership of a connected client and starts the server's threads. Once, before Run().
+  void Attach(std::unique_ptr<Client> client);
   ~FuseServer();
   FuseServer(const FuseServer&) = delete;
   FuseServer& operator=(const FuseServer&) = delete;
