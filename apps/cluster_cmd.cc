@@ -751,6 +751,10 @@ int ClusterStatus(const std::string& dir_in) {
         all &= m.state == "serving" && !down;
         any |= m.state == "serving" && !down;
         members += fmt::format(" {}:{}{}", m.ost, m.state, down ? "(down)" : "");
+        if (m.state == "syncing" && m.sync_objects_total > 0) {
+          members += fmt::format("({}/{} objects, {} copied)", m.sync_objects_done,
+                                 m.sync_objects_total, FormatSize(m.sync_bytes_copied));
+        }
       }
       degraded += all ? 0 : 1;
       unavailable += any ? 0 : 1;

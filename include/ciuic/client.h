@@ -183,6 +183,10 @@ struct OstStatus {
 struct ChainMemberStatus {
   uint32_t ost = 0;
   std::string state;  // "serving", "offline" (missed writes), "syncing" (catching up)
+  // Syncing: the resync's progress as the chain's head last reported it.
+  uint64_t sync_objects_done = 0;
+  uint64_t sync_objects_total = 0;
+  uint64_t sync_bytes_copied = 0;
 };
 struct ChainStatus {
   uint32_t id = 0;  // as layouts name it (>= kChainBase)

@@ -739,9 +739,12 @@ Result<std::vector<ChainStatus>> ClientImpl::Chains() {
     s.id = id;
     s.version = c.version();
     for (const auto& m : c.members()) {
-      s.members.push_back(ChainMemberStatus{m.ost(), m.state() == 0   ? "serving"
-                                                     : m.state() == 2 ? "syncing"
-                                                                      : "offline"});
+      s.members.push_back(ChainMemberStatus{m.ost(),
+                                            m.state() == 0   ? "serving"
+                                            : m.state() == 2 ? "syncing"
+                                                             : "offline",
+                                            m.sync_objects_done(), m.sync_objects_total(),
+                                            m.sync_bytes_copied()});
     }
     out.push_back(std::move(s));
   }

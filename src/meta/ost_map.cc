@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/logging.h"
+
 namespace ciuic::meta {
 
 uint32_t OstMap::StateFor(const pb::OstInfo& info) {
@@ -40,12 +42,19 @@ std::vector<pb::OstInfo> OstMap::Register(
     auto& e = osts_[in.index()];
     const bool persist_changed = e.info.oss_addr() != addr || e.info.capacity() != in.capacity() ||
                                  e.info.device_id() != in.device_id() || e.last_seen_ms == 0 ||
-                                 e.info.domain() != domain || e.info.epoch() != epoch;
+                                 e.info.domain() != domain || e.info.epoch() != epoch ||
+                                 e.info.incarnation() != in.incarnation();
     if (epoch != 0 && e.info.epoch() != 0 && e.info.epoch() != epoch) {
       // The OSS lost its page cache (a reboot, a power cut): its copies may lack writes it
       // acknowledged, so they serve again only after catching up.
       TakeOffline(in.index(), &changed_);
+    } else if (in.incarnation() != 0 && e.info.incarnation() != 0 &&
+               in.incarnation() != e.info.incarnation()) {
+      // A new, empty OST directory under the old index: rebuilt from the other copies.
+      LOG_WARN("mds: OST {} came back as a new directory; its copies will be rebuilt", in.index());
+      TakeOffline(in.index(), &changed_);
     }
+    e.info.set_incarnation(in.incarnation());
     e.info.set_epoch(epoch);
     e.info.set_domain(domain);
     e.info.set_index(in.index());
@@ -354,6 +363,67 @@ std::vector<pb::Chain> OstMap::ExpireChainMembers(int64_t now_ms, int64_t dead_a
                               : started_ms_ + std::max<int64_t>(0, 10000 - dead_after_ms);
     if (now_ms - since > dead_after_ms)
       TakeOffline(idx, &changed);
+  }
+  // Members back on an up OST catch up from a serving one.
+  for (auto& [id, c] : chains_) {
+    bool serving = false;
+    for (const auto& m : c.members())
+      serving |= m.state() == kMemberServing;
+    if (!serving)
+      continue;
+    bool touched = false;
+    for (auto& m : *c.mutable_members()) {
+      if (m.state() != kMemberOffline)
+        continue;
+      auto it = osts_.find(m.ost());
+      if (it == osts_.end() || it->second.info.state() == kOstDown)
+        continue;
+      if (!touched) {
+        c.set_version(c.version() + 1);
+        chains_version_ = std::max(chains_version_ + 1, c.version());
+        touched = true;
+      }
+      m.set_state(kMemberSyncing);
+      m.set_since(c.version());
+      m.clear_sync_objects_done();
+      m.clear_sync_objects_total();
+      m.clear_sync_bytes_copied();
+    }
+    if (touched)
+      changed.push_back(c);
+  }
+  return changed;
+}
+
+std::vector<pb::Chain> OstMap::NoteResync(
+    const google::protobuf::RepeatedPtrField<pb::ResyncProgress>& progress) {
+  std::lock_guard lock(mu_);
+  std::vector<pb::Chain> changed;
+  for (const pb::ResyncProgress& p : progress) {
+    auto it = chains_.find(p.chain());
+    if (it == chains_.end())
+      continue;
+    pb::Chain& c = it->second;
+    for (auto& m : *c.mutable_members()) {
+      if (m.ost() != p.ost() || m.state() != kMemberSyncing || m.since() != p.since())
+        continue;  // an old resync's report
+      if (!p.done()) {
+        m.set_sync_objects_done(p.objects_done());
+        m.set_sync_objects_total(p.objects_total());
+        m.set_sync_bytes_copied(p.bytes_copied());
+        continue;
+      }
+      m.set_state(kMemberServing);
+      m.clear_since();
+      m.clear_sync_objects_done();
+      m.clear_sync_objects_total();
+      m.clear_sync_bytes_copied();
+      c.set_version(c.version() + 1);
+      chains_version_ = std::max(chains_version_ + 1, c.version());
+      LOG_INFO("mds: OST {} caught up in chain {} ({} objects checked, {} bytes copied)", p.ost(),
+               c.id() - kChainBase, p.objects_total(), p.bytes_copied());
+      changed.push_back(c);
+    }
   }
   return changed;
 }

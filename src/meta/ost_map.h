@@ -42,7 +42,8 @@ class OstMap {
 
   // Records that `addr` serves `osts` (capacity, free, device_id), marking them up, in failure
   // domain `domain` ("" = addr). `epoch` is the OSS's durability epoch (0: unknown); another one
-  // than the OSTs' last takes their chain members offline. Returns the entries whose persisted
+  // than the OSTs' last takes their chain members offline, and so does another OstInfo
+  // incarnation (the OST came back empty). Returns the entries whose persisted
   // part (index, address, capacity, device, domain, epoch) changed.
   std::vector<pb::OstInfo> Register(const std::string& addr,
                                     const google::protobuf::RepeatedPtrField<pb::OstInfo>& osts,
@@ -80,7 +81,13 @@ class OstMap {
   // Takes offline the serving or syncing members whose OST has been down for `dead_after_ms`
   // (counting from `started_ms` for OSTs not seen since the MDS started). Returns the chains
   // that changed.
+  // Offline members whose OST is up again start syncing (ChainMember.since = the new version),
+  // when their chain still has a serving member to copy from.
   std::vector<pb::Chain> ExpireChainMembers(int64_t now_ms, int64_t dead_after_ms);
+  // Records the resync progress an OSS reports as the head of chains; a finished one makes its
+  // member serving. Returns the chains that changed (to persist).
+  std::vector<pb::Chain> NoteResync(
+      const google::protobuf::RepeatedPtrField<pb::ResyncProgress>& progress);
   // Chains changed by Register since the last call (to persist).
   std::vector<pb::Chain> TakeChangedChains();
   // Every member OST of chain `id`, in order (empty when unknown).

@@ -225,6 +225,10 @@ std::string MsgTypeName(uint16_t type) {
       return "OstStatfs";
     case MsgType::kHsmObj:
       return "HsmObj";
+    case MsgType::kResyncCheck:
+      return "ResyncCheck";
+    case MsgType::kResyncPut:
+      return "ResyncPut";
   }
   return std::to_string(type);
 }

@@ -101,6 +101,32 @@ Status ChainRouter::Check(uint32_t chain, uint64_t version, uint32_t ost, bool r
   return Status::OK();
 }
 
+std::vector<ChainRouter::ResyncWork> ChainRouter::ResyncWorkFor(
+    const std::function<bool(uint32_t)>& is_local) const {
+  std::lock_guard lock(mu_);
+  std::vector<ResyncWork> out;
+  for (const auto& [id, c] : chains_) {
+    const pb::ChainMember* head = nullptr;
+    for (const auto& m : c.members()) {
+      if (m.state() == kServing) {
+        head = &m;
+        break;
+      }
+    }
+    if (head == nullptr || !is_local(head->ost()))
+      continue;
+    for (const auto& m : c.members()) {
+      if (m.state() != kSyncing)
+        continue;
+      auto a = ost_addr_.find(m.ost());
+      if (a == ost_addr_.end())
+        continue;
+      out.push_back(ResyncWork{id, c.version(), head->ost(), m.ost(), m.since(), a->second});
+    }
+  }
+  return out;
+}
+
 void ChainRouter::Call(const std::string& addr,
                        net::MsgType type,
                        std::shared_ptr<google::protobuf::MessageLite> req,

@@ -59,6 +59,18 @@ class ChainRouter {
   // `ost` is not an active member; reads (`read`) also need a serving member.
   Status Check(uint32_t chain, uint64_t version, uint32_t ost, bool read, Route* out);
 
+  // A syncing member that this OSS, as its chain's head, must bring up to date.
+  struct ResyncWork {
+    uint32_t chain = 0;
+    uint64_t version = 0;  // the chain's current version
+    uint32_t head_ost = 0;
+    uint32_t member = 0;
+    uint64_t since = 0;  // the member's ChainMember.since
+    std::string member_addr;
+  };
+  // The syncing members of chains whose head (first serving member) `is_local` names.
+  std::vector<ResyncWork> ResyncWorkFor(const std::function<bool(uint32_t)>& is_local) const;
+
   // Sends a request to the OSS at `addr`, connecting first when needed. `cb` runs once, on a
   // network or pool thread.
   void Call(const std::string& addr,

@@ -153,7 +153,8 @@ void OssServer::ChainWrite(net::ServerCall call, OstStore* store, pb::WriteReq r
                           if (j->Done(s))
                             finish();
                         });
-                      });
+                      },
+                      r->chain());
     if (route.has_next) {
       auto fwd = std::make_shared<pb::WriteReq>(*r);
       fwd->set_ost(route.next_ost);

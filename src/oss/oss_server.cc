@@ -83,6 +83,7 @@ Status OssServer::Start() {
     engine_ = own_engine_.get();
   }
   pool_ = std::make_unique<ThreadPool>(2, 4096, "oss-blk");
+  resync_pool_ = std::make_unique<ThreadPool>(1, 256, "oss-resync");
   read_pool_ = std::make_shared<ReadBufferPool>(options_.read_pool_bytes);
   for (const auto& [index, dir] : options_.osts) {
     if (osts_.count(index) != 0) {
@@ -164,6 +165,7 @@ Status OssServer::Start() {
 
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   writeback_ = std::thread([this] { WritebackLoop(); });  // also collects tombstones
+  resync_ = std::thread([this] { ResyncLoop(); });
   return Status::OK();
 }
 
@@ -193,6 +195,10 @@ void OssServer::Stop() {
     heartbeat_.join();
   if (writeback_.joinable())
     writeback_.join();
+  if (resync_.joinable())
+    resync_.join();
+  if (resync_pool_ != nullptr)
+    resync_pool_->Stop();
   if (router_ != nullptr)
     router_->Close();
   if (loop_ != nullptr)
@@ -279,6 +285,9 @@ void OssServer::RegisterHandlers() {
   rpc_->Register(MsgType::kObjStat, [this](net::ServerCall c) { HandleObjStat(std::move(c)); });
   rpc_->Register(MsgType::kOstStatfs, [this](net::ServerCall c) { HandleStatfs(std::move(c)); });
   rpc_->Register(MsgType::kHsmObj, [this](net::ServerCall c) { HandleHsmObj(std::move(c)); });
+  rpc_->Register(MsgType::kResyncCheck,
+                 [this](net::ServerCall c) { HandleResyncCheck(std::move(c)); });
+  rpc_->Register(MsgType::kResyncPut, [this](net::ServerCall c) { HandleResyncPut(std::move(c)); });
 }
 
 namespace {
@@ -897,7 +906,9 @@ void OssServer::HeartbeatLoop() {
         LOG_WARN("{}", fs.status().ToString());
         continue;
       }
-      FillOstInfo(index, addr, *fs, out->Add());
+      pb::OstInfo* info = out->Add();
+      FillOstInfo(index, addr, *fs, info);
+      info->set_incarnation(store->incarnation());
     }
   };
   // Waits `ms` or until Stop; returns false when stopping.
@@ -998,6 +1009,11 @@ void OssServer::HeartbeatLoop() {
       req.add_done_task_ids(id);
     // Counts of a heartbeat that fails are lost: heat is a hint, not an account.
     TakeFileReads(&req);
+    {
+      std::lock_guard<std::mutex> lock(resync_mu_);
+      for (const auto& [key, p] : resyncs_)
+        *req.add_resync() = p;
+    }
     pb::HeartbeatResp resp;
     Status st = mds->CallMsg(net::MsgType::kHeartbeat, req, &resp, 5000);
     if (!st.ok()) {

@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -111,6 +112,9 @@ class OssServer {
     // Failure domain sent to the MDS: OSSes with one label hold no two copies of an object
     // (docs/design.md "Replication"); "" = this OSS is its own domain.
     std::string host_label;
+    // Resync (docs/design.md "Replication"): bytes per second this OSS copies to members that
+    // catch up or are rebuilt, so the copy leaves the disks to the jobs. 0: unbounded.
+    uint64_t resync_bytes_per_s = uint64_t{128} << 20;
   };
 
   explicit OssServer(Options options);
@@ -136,6 +140,9 @@ class OssServer {
   // Tests: while paused the OSS neither registers nor heartbeats, as if cut off from the MDS
   // (clients still reach it).
   void TEST_PauseHeartbeats(bool paused) { hb_paused_ = paused; }
+  // Resyncs this OSS ran as a chain's head: objects it copied and bytes, since start.
+  uint64_t resync_objects_copied() const { return resync_copied_.load(); }
+  uint64_t resync_bytes_copied() const { return resync_bytes_.load(); }
   // The RPC server, for requests made in-process (RpcServer::TEST_Dispatch; fuzzing).
   net::RpcServer* TEST_rpc() { return rpc_.get(); }
   // The bound metrics port (after Start; 0 when metrics are off).
@@ -184,6 +191,25 @@ class OssServer {
   void ChainSync(net::ServerCall call, OstStore* store, pb::SyncReq req);
   void ChainPunch(net::ServerCall call, OstStore* store, pb::PunchReq req);
   void ChainDestroy(net::ServerCall call, OstStore* store, pb::DestroyReq req);
+  // Resync (oss_resync.cc): the member side of a head's check and copy, and the head's loop.
+  void HandleResyncCheck(net::ServerCall call);
+  void HandleResyncPut(net::ServerCall call);
+  void ResyncLoop();
+  // Brings `w.member` up to date with this OSS's copy; false when cut short (stopping, or the
+  // chain changed), to be started again.
+  bool RunResync(const ChainRouter::ResyncWork& w);
+  // Copies one object to the member under the head's write order. Adds the bytes sent.
+  Status CopyObject(const ChainRouter::ResyncWork& w, OstStore* store, const ObjectId& id);
+  // A request to a peer OSS, waited for (resync thread only).
+  Result<net::Reply> CallPeer(const std::string& addr,
+                              net::MsgType type,
+                              std::shared_ptr<google::protobuf::MessageLite> req,
+                              std::vector<net::ConstSpan> data);
+  // Whether `w` is still to do: the member syncing since w.since and a local OST the head.
+  bool ResyncCurrent(const ChainRouter::ResyncWork& w, uint64_t* version) const;
+  // Sleeps as long as the resync bandwidth bound asks for `bytes` more; false when stopping.
+  bool ResyncPace(uint64_t bytes);
+  bool Stopping();
   void HandleRead(net::ServerCall call);
   // Reads the object (or, `staged`, the staging object of its restore in progress: a pin the
   // read gives back when it is over).
@@ -243,6 +269,16 @@ class OssServer {
   bool chain_refresh_ = false;  // guarded by mu_: a request named a newer chain version
   std::thread heartbeat_;
   std::thread writeback_;
+  std::thread resync_;
+  std::unique_ptr<ThreadPool> resync_pool_;  // the member's digests (HandleResyncCheck)
+  // Resyncs as head, by (chain, member, since): their progress for the heartbeat. Entries stay
+  // (done ones too, resent) until the member is no longer syncing. Guarded by resync_mu_.
+  std::mutex resync_mu_;
+  std::map<std::tuple<uint32_t, uint32_t, uint64_t>, pb::ResyncProgress> resyncs_;
+  std::atomic<uint64_t> resync_copied_{0};
+  std::atomic<uint64_t> resync_bytes_{0};
+  int64_t pace_start_ms_ = 0;  // resync thread only
+  uint64_t pace_bytes_ = 0;
 
   std::unique_ptr<metrics::Registry> metrics_;
   std::map<uint32_t, OstCounters> ost_counters_;  // fixed after Start

@@ -35,8 +35,11 @@ Result<uint32_t> ParseU32(const std::string& v, const char* what) {
 }  // namespace
 
 std::string OstStamp::Encode() const {
-  return fmt::format("{}\nformat_version = {}\ncluster_uuid = {}\nost_index = {}\n", kStampMagic,
-                     format_version, cluster_uuid, ost_index);
+  std::string s = fmt::format("{}\nformat_version = {}\ncluster_uuid = {}\nost_index = {}\n",
+                              kStampMagic, format_version, cluster_uuid, ost_index);
+  if (incarnation != 0)
+    s += fmt::format("incarnation = {:016x}\n", incarnation);
+  return s;
 }
 
 Result<OstStamp> OstStamp::Parse(std::string_view text) {
@@ -65,6 +68,12 @@ Result<OstStamp> OstStamp::Parse(std::string_view text) {
     } else if (key == "ost_index") {
       CIUIC_ASSIGN_OR_RETURN(s.ost_index, ParseU32(value, "ost_index"));
       have_index = true;
+    } else if (key == "incarnation") {
+      if (value.empty() || value.size() > 16 ||
+          value.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        return Status::Corruption(fmt::format("stamp: bad incarnation '{}'", value));
+      }
+      s.incarnation = std::stoull(value, nullptr, 16);
     }  // unknown keys are ignored: later versions may add some
   }
   if (!have_version || !have_uuid || !have_index) {
@@ -81,6 +90,7 @@ void CrcHeader::Encode(uint8_t* page) const {
   std::memcpy(page + 8, &version, 4);
   std::memcpy(page + 12, &block, 4);
   std::memcpy(page + 16, &length, 8);
+  std::memcpy(page + 24, &chain, 4);  // zero in files written before chains existed
   uint32_t crc = Crc32c(page, kCrcHeaderCovered);
   std::memcpy(page + kCrcHeaderCovered, &crc, 4);
 }
@@ -104,9 +114,49 @@ Result<CrcHeader> CrcHeader::Decode(const uint8_t* page, size_t len) {
   }
   CrcHeader h;
   std::memcpy(&h.length, page + 16, 8);
+  std::memcpy(&h.chain, page + 24, 4);
   if (h.length > kMaxObjectSize)
     return Status::Corruption("checksum file: length out of range");
   return h;
+}
+
+bool ParseObjectFileName(std::string_view name, ObjectId* out) {
+  // "<mds>-<seq>-<ver>.<comp>.<stripe>", lower-case hex.
+  uint64_t v[5];
+  const char seps[5] = {'-', '-', '.', '.', '\0'};
+  size_t pos = 0;
+  for (int i = 0; i < 5; ++i) {
+    uint64_t x = 0;
+    size_t digits = 0;
+    while (pos < name.size()) {
+      const char ch = name[pos];
+      int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+      if (d < 0)
+        break;
+      if (++digits > 16)
+        return false;
+      x = x << 4 | static_cast<uint64_t>(d);
+      ++pos;
+    }
+    if (digits == 0)
+      return false;
+    v[i] = x;
+    if (i < 4) {
+      if (pos >= name.size() || name[pos] != seps[i])
+        return false;
+      ++pos;
+    } else if (pos != name.size()) {
+      return false;
+    }
+  }
+  if (v[0] > UINT32_MAX || v[2] > UINT32_MAX || v[3] > UINT32_MAX || v[4] > UINT32_MAX)
+    return false;
+  out->fid.mds = static_cast<uint32_t>(v[0]);
+  out->fid.seq = v[1];
+  out->fid.ver = static_cast<uint32_t>(v[2]);
+  out->comp = static_cast<uint32_t>(v[3]);
+  out->stripe = static_cast<uint32_t>(v[4]);
+  return true;
 }
 
 }  // namespace ciuic::oss

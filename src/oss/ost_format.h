@@ -37,6 +37,9 @@ struct OstStamp {
   uint32_t format_version = kOstFormatVersion;
   std::string cluster_uuid;
   uint32_t ost_index = 0;
+  // Random, drawn at format (0 in stamps written before it existed): tells the MDS that an OST
+  // came back as a new, empty directory.
+  uint64_t incarnation = 0;
 
   // "key = value" text, see docs/formats/ost-disk.md.
   std::string Encode() const;
@@ -47,6 +50,9 @@ struct OstStamp {
 // The header page of a checksum file.
 struct CrcHeader {
   uint64_t length = 0;  // exact object length in bytes
+  // Replication chain the object was created under (0: none). Lets a chain's head list the
+  // objects it must compare with a syncing member (docs/formats/ost-disk.md).
+  uint32_t chain = 0;
 
   // Writes the first kCrcHeaderSize bytes of a checksum file into `page`.
   void Encode(uint8_t* page) const;
@@ -58,5 +64,8 @@ struct CrcHeader {
 inline uint64_t CrcPageOffset(uint64_t page) {
   return kCrcHeaderSize + page * kCrcPageSize;
 }
+
+// The ObjectId of an object file name (ObjectId::FileName()); false for any other name.
+bool ParseObjectFileName(std::string_view name, ObjectId* out);
 
 }  // namespace ciuic::oss

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -18,6 +19,14 @@
 
 namespace ciuic::oss {
 namespace {
+
+uint64_t RandomIncarnation() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0)
+    v = (uint64_t{rd()} << 32) ^ rd();
+  return v;
+}
 
 std::string JoinPath(const std::string& dir, std::string_view name) {
   if (!dir.empty() && dir.back() == '/')
@@ -132,7 +141,7 @@ Status OstStore::OpenImpl() {
       return Status::Corruption(
           fmt::format("OST {} at {}: objects present but the stamp file is missing", index, dir));
     }
-    OstStamp stamp{kOstFormatVersion, options_.cluster_uuid, index};
+    OstStamp stamp{kOstFormatVersion, options_.cluster_uuid, index, RandomIncarnation()};
     std::string text = stamp.Encode();
     const std::string tmp = stamp_path + ".tmp";
     CIUIC_ASSIGN_OR_RETURN(io::FileHandle fh, engine_->Open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0600));
@@ -175,6 +184,7 @@ Status OstStore::OpenImpl() {
     return Status::InvalidArgument(
         fmt::format("OST directory {} is OST {}, not OST {}", dir, stamp->ost_index, index));
   }
+  incarnation_ = stamp->incarnation;
   CIUIC_RETURN_IF_ERROR(ctx(engine_->MkdirAll(objects_dir_)));
 
   // Some file systems (tmpfs) refuse O_DIRECT; buffered IO is still correct there.
@@ -339,18 +349,21 @@ void OstStore::CacheInsertLocked(const ObjectRef& obj, bool recent) {
   cache_[obj->id] = obj;
 }
 
-void OstStore::GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb) {
+void OstStore::GetObjectAsync(const ObjectId& id,
+                              bool create,
+                              ObjectCallback cb,
+                              uint32_t chain) {
   if (ObjectRef obj = CachedObject(id)) {
     cb(std::move(obj));
     return;
   }
   auto task = std::make_shared<ObjectCallback>(std::move(cb));
-  if (!RunBlocking([this, id, create, task] { (*task)(LoadObject(id, create)); })) {
+  if (!RunBlocking([this, id, create, task, chain] { (*task)(LoadObject(id, create, chain)); })) {
     (*task)(Status::Unavailable(fmt::format("OST {}: blocking queue full", options_.index)));
   }
 }
 
-Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create) {
+Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create, uint32_t chain) {
   std::unique_lock<std::mutex> load_lock(load_mu_);
   if (ObjectRef obj = CachedObject(id))
     return obj;
@@ -377,6 +390,7 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
     if (!crc_fh.ok())
       return OstError(crc_fh.status(), &id, "create checksum file");
     obj->crc_fh = *crc_fh;
+    obj->chain = chain;
     {
       std::lock_guard<std::mutex> lock(obj->mu);
       CIUIC_RETURN_IF_ERROR(OstError(WriteHeaderLocked(obj.get(), 0), &id, "create"));
@@ -407,6 +421,7 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
     CIUIC_ASSIGN_OR_RETURN(io::FileStat data_st, engine_->Stat(obj->data_fh));
     obj->physical_size = data_st.size;
     obj->length = h->length;
+    obj->chain = h->chain;
     obj->crc_pages_on_disk =
         st.size > kCrcHeaderSize ? (st.size - kCrcHeaderSize + kCrcPageSize - 1) / kCrcPageSize : 0;
   }
@@ -629,7 +644,7 @@ Status OstStore::WriteSlotPagesLocked(Object* obj, uint64_t first, uint64_t end)
 
 Status OstStore::WriteHeaderLocked(Object* obj, uint64_t length) {
   uint8_t page[kCrcHeaderSize];
-  CrcHeader{length}.Encode(page);
+  CrcHeader{length, obj->chain}.Encode(page);
   return engine_->RunSync(io::IoOp{io::IoKind::kWrite, obj->crc_fh, 0, page, sizeof(page)})
       .status();
 }
@@ -675,7 +690,8 @@ void OstStore::AcquireExclusiveBlocking(const ObjectRef& obj) {
 void OstStore::WriteAsync(const ObjectId& id,
                           uint64_t offset,
                           AlignedBuffer* data,
-                          WriteCallback cb) {
+                          WriteCallback cb,
+                          uint32_t chain) {
   if (!BeginOp()) {
     cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
     return;
@@ -708,14 +724,17 @@ void OstStore::WriteAsync(const ObjectId& id,
   op->offset = offset;
   op->data = data;
   op->cb = std::move(cb);
-  GetObjectAsync(id, true, [this, op](Result<ObjectRef> r) {
-    if (!r.ok()) {
-      WriteDone(op, std::move(r).status());
-      return;
-    }
-    op->obj = std::move(*r);
-    WriteMark(op);
-  });
+  GetObjectAsync(
+      id, true,
+      [this, op](Result<ObjectRef> r) {
+        if (!r.ok()) {
+          WriteDone(op, std::move(r).status());
+          return;
+        }
+        op->obj = std::move(*r);
+        WriteMark(op);
+      },
+      chain);
 }
 
 void OstStore::WriteMark(WriteOp* op) {

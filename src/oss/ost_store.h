@@ -111,6 +111,8 @@ class OstStore {
 
   uint32_t index() const { return options_.index; }
   const std::string& dir() const { return options_.dir; }
+  // The stamp's incarnation (0 for OSTs formatted before it existed).
+  uint64_t incarnation() const { return incarnation_; }
 
   using WriteCallback = std::function<void(Result<uint64_t>)>;  // the object length after it
   using ReadCallback = std::function<void(Result<ReadResult>)>;
@@ -123,7 +125,12 @@ class OstStore {
   // size() and that boundary get overwritten with zeros); other writes go through a bounce
   // buffer. Errors: kStale (object destroyed), kNoSpace (OST full; nothing already written is
   // lost), kInvalidArgument (range beyond 16 TiB), kIoError, kUnavailable (closing or busy).
-  void WriteAsync(const ObjectId& id, uint64_t offset, AlignedBuffer* data, WriteCallback cb);
+  // `chain`: the replication chain the write came through; an object it creates records it.
+  void WriteAsync(const ObjectId& id,
+                  uint64_t offset,
+                  AlignedBuffer* data,
+                  WriteCallback cb,
+                  uint32_t chain = 0);
   // Reads [offset, offset+length) as whole blocks with their checksums. Does not verify (the
   // consumer does). A never-written object reads as zeros with exists=false.
   void ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, ReadCallback cb);
@@ -157,7 +164,10 @@ class OstStore {
   size_t tombstones_pending();
 
   // Blocking forms. Never call them from an engine or blocking-pool thread.
-  Result<uint64_t> Write(const ObjectId& id, uint64_t offset, std::span<const uint8_t> data);
+  Result<uint64_t> Write(const ObjectId& id,
+                         uint64_t offset,
+                         std::span<const uint8_t> data,
+                         uint32_t chain = 0);
   Result<ReadResult> Read(const ObjectId& id, uint64_t offset, uint64_t length);
   Status Sync(std::vector<ObjectId> ids);
   Status Punch(const ObjectId& id, uint64_t length);
@@ -175,6 +185,18 @@ class OstStore {
   // other writer. (*results)[i] is the outcome of ids[i]; each is durable once this returns.
   void DestroyMany(const std::vector<ObjectId>& ids, std::vector<Status>* results);
   Result<ObjStat> Stat(const ObjectId& id);
+
+  // Resync (docs/design.md "Replication"). The objects created under `chain` (their checksum
+  // headers say so), in name order. Blocking.
+  Result<std::vector<ObjectId>> ListChainObjects(uint32_t chain);
+  struct Digest {
+    bool exists = false;
+    uint64_t length = 0;
+    uint32_t crc = 0;  // CRC32C over the length and the latest checksum of every block
+  };
+  // What two copies of an object compare to find whether they differ: equal digests mean equal
+  // lengths and equal block checksums. Blocking.
+  Result<Digest> ObjectDigest(const ObjectId& id);
   // Reads and verifies [offset, offset+length) here (tests, scrub): kCorruption naming the OST,
   // the object and the offset of the first bad block, which is also logged.
   Status VerifyRange(const ObjectId& id, uint64_t offset, uint64_t length);
@@ -218,8 +240,8 @@ class OstStore {
 
   // Returns the cached object, or loads it on the blocking pool (creating it if `create`).
   // A missing object gives a null ref when !create.
-  void GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb);
-  Result<ObjectRef> LoadObject(const ObjectId& id, bool create);
+  void GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb, uint32_t chain = 0);
+  Result<ObjectRef> LoadObject(const ObjectId& id, bool create, uint32_t chain = 0);
   ObjectRef CachedObject(const ObjectId& id);
   void CacheInsertLocked(const ObjectRef& obj, bool recent);
   // When more than `trigger` objects are cached, closes least recently used idle ones until at
@@ -289,6 +311,7 @@ class OstStore {
   std::string objects_dir_;
   io::FileHandle stamp_fh_ = -1;
   bool direct_io_ = true;
+  uint64_t incarnation_ = 0;
   // O_DIRECT for this object's data file (never for staging objects: kBufferedVerBit).
   bool DirectFor(const ObjectId& id) const {
     return direct_io_ && (id.fid.ver & kBufferedVerBit) == 0;

@@ -49,6 +49,7 @@ struct OstStore::Object {
   std::mutex mu;
   std::condition_variable cv;  // writes_in_epoch changes
   uint64_t length = 0;         // exact length; equals the checksum header once written
+  uint32_t chain = 0;          // chain it was created under (checksum header)
   uint64_t physical_size = 0;  // data file size: >= what was written, extended ahead of writes
   uint64_t crc_pages_on_disk = 0;
   std::unordered_map<uint64_t, std::unique_ptr<SlotPage>> pages;  // loaded slot pages

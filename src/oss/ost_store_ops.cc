@@ -523,6 +523,7 @@ Status OstStore::RecoverObject(const ObjectId& id, const std::vector<uint32_t>& 
     Result<CrcHeader> h = CrcHeader::Decode(header, n);
     if (h.ok()) {
       obj->length = h->length;
+      obj->chain = h->chain;
       CIUIC_ASSIGN_OR_RETURN(io::FileStat st, engine_->Stat(obj->crc_fh));
       obj->crc_pages_on_disk = st.size > kCrcHeaderSize
                                    ? (st.size - kCrcHeaderSize + kCrcPageSize - 1) / kCrcPageSize
@@ -574,8 +575,15 @@ Status OstStore::RecoverObject(const ObjectId& id, const std::vector<uint32_t>& 
       bool changed = false;
       for (uint64_t b = c0; b < c1; ++b) {
         uint32_t crc = Crc32c(buf.data() + (b - c0) * kBlockSize, kBlockSize) ^ zero;
-        if (crc == obj->Slot(b, 0) || crc == obj->Slot(b, 1))
+        if (crc == obj->Slot(b, 0))
           continue;
+        if (crc == obj->Slot(b, 1)) {
+          // The latest write did not reach the disk: the previous checksum becomes the latest,
+          // so slot 0 always describes the data (resync compares copies by it).
+          std::swap(obj->SlotRef(b, 0), obj->SlotRef(b, 1));
+          changed = true;
+          continue;
+        }
         uint32_t& s0 = obj->SlotRef(b, 0);
         obj->SlotRef(b, 1) = s0;
         s0 = crc;

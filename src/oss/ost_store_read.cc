@@ -1,4 +1,7 @@
 // OstStore: the read pipeline, read verification and the blocking forms of read and write.
+#include <fcntl.h>
+
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -6,6 +9,7 @@
 
 #include "common/crc32c.h"
 #include "common/logging.h"
+#include "oss/ost_format.h"
 #include "oss/ost_store.h"
 #include "oss/ost_store_internal.h"
 
@@ -178,12 +182,14 @@ void OstStore::ReadFinish(ReadOp* op, Result<size_t> got) {
 
 Result<uint64_t> OstStore::Write(const ObjectId& id,
                                  uint64_t offset,
-                                 std::span<const uint8_t> data) {
+                                 std::span<const uint8_t> data,
+                                 uint32_t chain) {
   AlignedBuffer buf(data.size());
   if (!data.empty())
     std::memcpy(buf.data(), data.data(), data.size());
   std::promise<Result<uint64_t>> done;
-  WriteAsync(id, offset, &buf, [&](Result<uint64_t> r) { done.set_value(std::move(r)); });
+  WriteAsync(
+      id, offset, &buf, [&](Result<uint64_t> r) { done.set_value(std::move(r)); }, chain);
   return done.get_future().get();
 }
 
@@ -199,6 +205,80 @@ Status OstStore::VerifyRange(const ObjectId& id, uint64_t offset, uint64_t lengt
   if (!st.ok())
     LOG_ERROR("{}", st.ToString());
   return st;
+}
+
+Result<std::vector<ObjectId>> OstStore::ListChainObjects(uint32_t chain) {
+  if (!BeginOp())
+    return Status::Unavailable(fmt::format("OST {} is shutting down", options_.index));
+  struct End {
+    OstStore* s;
+    ~End() { s->EndOp(); }
+  } end{this};
+  Result<std::vector<std::string>> names = engine_->ListDir(objects_dir_);
+  if (!names.ok())
+    return OstError(names.status(), nullptr, "list objects");
+  std::vector<ObjectId> out;
+  AlignedBuffer header(kCrcHeaderSize);
+  for (const std::string& name : *names) {
+    if (name.size() <= kCrcSuffix.size() ||
+        std::string_view(name).substr(name.size() - kCrcSuffix.size()) != kCrcSuffix) {
+      continue;
+    }
+    ObjectId id;
+    if (!ParseObjectFileName(std::string_view(name).substr(0, name.size() - kCrcSuffix.size()),
+                             &id)) {
+      continue;
+    }
+    Result<io::FileHandle> fh = engine_->Open(objects_dir_ + "/" + name, O_RDONLY);
+    if (!fh.ok())
+      continue;  // destroyed meanwhile
+    Result<size_t> n =
+        engine_->RunSync(io::IoOp{io::IoKind::kRead, *fh, 0, header.data(), kCrcHeaderSize});
+    engine_->Close(*fh).IgnoreError();  // read only
+    if (!n.ok())
+      return OstError(n.status(), &id, "read checksum header");
+    Result<CrcHeader> h = CrcHeader::Decode(header.data(), *n);
+    if (h.ok() && h->chain == chain)
+      out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<OstStore::Digest> OstStore::ObjectDigest(const ObjectId& id) {
+  if (!BeginOp())
+    return Status::Unavailable(fmt::format("OST {} is shutting down", options_.index));
+  struct End {
+    OstStore* s;
+    ~End() { s->EndOp(); }
+  } end{this};
+  CIUIC_ASSIGN_OR_RETURN(ObjectRef obj, LoadObject(id, false));
+  Digest d;
+  if (obj == nullptr)
+    return d;
+  uint64_t length;
+  {
+    std::lock_guard<std::mutex> lock(obj->mu);
+    length = obj->length;
+  }
+  const uint64_t nblocks = (length + kBlockSize - 1) / kBlockSize;
+  CIUIC_RETURN_IF_ERROR(EnsurePagesSync(obj.get(), 0, nblocks));
+  std::lock_guard<std::mutex> lock(obj->mu);
+  d.exists = !obj->destroyed;
+  d.length = obj->length;
+  uint32_t crc = Crc32c(reinterpret_cast<const uint8_t*>(&d.length), sizeof(d.length));
+  const uint64_t n = (d.length + kBlockSize - 1) / kBlockSize;
+  std::vector<uint32_t> slots;
+  slots.reserve(static_cast<size_t>(std::min<uint64_t>(n, kBlocksPerCrcPage)));
+  for (uint64_t b = 0; b < n; ++b) {
+    slots.push_back(obj->Slot(b, 0));
+    if (slots.size() == kBlocksPerCrcPage || b + 1 == n) {
+      crc = Crc32cExtend(crc, reinterpret_cast<const uint8_t*>(slots.data()), slots.size() * 4);
+      slots.clear();
+    }
+  }
+  d.crc = crc;
+  return d;
 }
 
 }  // namespace ciuic::oss

@@ -4,6 +4,7 @@
 // errors for impossible replica counts.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -192,6 +193,25 @@ TEST(ReplicationTest, ReplicasBeyondTheFailureDomainsAreAClearError) {
   EXPECT_TRUE(c->SetLayout("/d", named).ok());
 }
 
+// Waits until every chain of the cluster has all its members serving.
+bool WaitAllServing(Client* c, int timeout_ms = 30000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto chains = c->Chains();
+    bool all = chains.ok() && !chains->empty();
+    if (chains.ok()) {
+      for (const auto& ch : *chains) {
+        for (const auto& m : ch.members)
+          all &= m.state == "serving";
+      }
+    }
+    if (all)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 TEST(ReplicationTest, ReadsAndWritesGoOnWhileAnOssIsDown) {
   auto cluster = StartCluster(3);
   ASSERT_NE(cluster, nullptr);
@@ -232,13 +252,8 @@ TEST(ReplicationTest, ReadsAndWritesGoOnWhileAnOssIsDown) {
     ASSERT_TRUE(cluster->WaitForOsts(3).ok());
     c = Connect(cluster.get());
   }
-  for (const auto& ch : ChainsOf(c.get(), "/a")) {
-    for (const auto& m : ch.members) {
-      if (OssOf(m.ost, 1) == 0) {
-        EXPECT_EQ(m.state, "offline");
-      }
-    }
-  }
+  // It catches up, and serves again.
+  EXPECT_TRUE(WaitAllServing(c.get()));
   // Removing the file reaches every copy (the OST work log names each member).
   ASSERT_TRUE(c->Unlink("/b").ok());
 }
@@ -521,6 +536,83 @@ TEST(ReplicationTest, ACopyThatFailsItsChecksumsIsReadFromAnother) {
   auto n = (*f)->Pread(buf.data(), buf.size(), 4096);
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), StatusCode::kCorruption) << n.status().ToString();
+}
+
+// Files of two stripes on two OSSes, each stripe object copied on both.
+std::map<std::string, std::string> WriteFiles(Client* c, int n, uint64_t seed) {
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < n; ++i) {
+    const std::string path = fmt::format("/f{}", i);
+    files[path] = Pattern((1 << 20) + 4096 * static_cast<size_t>(i) + 17, seed + i);
+    Status st = WriteWithLayout(c, path, files[path], Replicated(2, 2, 1u << 20));
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  return files;
+}
+
+// Reads every file back with only OSS `keep` of two running.
+void ExpectServedBy(MiniCluster* cluster,
+                    int keep,
+                    const std::map<std::string, std::string>& want) {
+  ASSERT_TRUE(cluster->StopOss(1 - keep).ok());
+  auto c = Connect(cluster);
+  ASSERT_NE(c, nullptr);
+  for (const auto& [path, data] : want) {
+    auto back = c->ReadFile(path);
+    ASSERT_TRUE(back.ok()) << path << ": " << back.status().ToString();
+    EXPECT_TRUE(*back == data) << path;
+  }
+}
+
+TEST(ReplicationTest, AReturningOssCopiesOnlyWhatItMissed) {
+  auto cluster = StartOnePerOss(2);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  std::map<std::string, std::string> files = WriteFiles(c.get(), 8, 100);
+  ASSERT_TRUE(cluster->StopOss(1).ok());
+  // While OSS 1 is away: one file changes in its first stripe, one file is new, one is removed.
+  const std::string patch = Pattern(8192, 7);
+  {
+    auto f = c->Open("/f3", O_WRONLY);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite(patch.data(), patch.size(), 4096).ok());
+    ASSERT_TRUE((*f)->Fsync().ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  files["/f3"].replace(4096, patch.size(), patch);
+  files["/new"] = Pattern(300000, 8);
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/new", files["/new"], Replicated(2, 2, 1u << 20)).ok());
+  ASSERT_TRUE(c->Unlink("/f5").ok());
+  files.erase("/f5");
+  EXPECT_TRUE(WaitOffline(c.get(), "/f3", 1, 1));
+
+  ASSERT_TRUE(cluster->RestartOss(1).ok());
+  ASSERT_TRUE(cluster->WaitForOsts(2).ok());
+  ASSERT_TRUE(WaitAllServing(c.get()));
+  // Objects compared equal stay; what changed is copied: /f3's first stripe, /new's one stripe.
+  EXPECT_EQ(cluster->oss(0)->resync_objects_copied(), 2u);
+  // The returned copies hold every byte: they serve alone.
+  ExpectServedBy(cluster.get(), 1, files);
+}
+
+TEST(ReplicationTest, AnOstReplacedEmptyIsRebuiltFromTheOtherCopy) {
+  auto cluster = StartOnePerOss(2);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  std::map<std::string, std::string> files = WriteFiles(c.get(), 6, 200);
+  ASSERT_TRUE(cluster->StopOss(1).ok());
+  std::error_code ec;
+  std::filesystem::remove_all(cluster->OstDir(1), ec);
+  ASSERT_FALSE(ec) << ec.message();
+  std::filesystem::create_directories(cluster->OstDir(1), ec);
+  // Back at once, before the MDS takes it out of its chains: its new stamp says it is empty.
+  ASSERT_TRUE(cluster->RestartOss(1).ok());
+  ASSERT_TRUE(cluster->WaitForOsts(2).ok());
+  ASSERT_TRUE(WaitAllServing(c.get()));
+  // Every stripe object: two per file (the second stripe of each is 1 MiB + a little).
+  EXPECT_EQ(cluster->oss(0)->resync_objects_copied(), 12u);
+  EXPECT_GE(cluster->oss(0)->resync_bytes_copied(), uint64_t{6} << 20);
+  ExpectServedBy(cluster.get(), 1, files);
 }
 
 }  // namespace

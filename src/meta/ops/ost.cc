@@ -43,6 +43,13 @@ Status MetaService::Apply(Txn& t, const pb::RegisterOssReq& req, pb::RegisterOss
 
 Status MetaService::Apply(Txn& t, const pb::HeartbeatReq& req, pb::HeartbeatResp* resp) {
   CIUIC_RETURN_IF_ERROR(osts_.Heartbeat(req.oss_addr(), req.osts(), NowMs()));
+  // Resyncs this OSS runs as a chain's head: a finished one makes its member serve again,
+  // synced before the answer, as every chain change is.
+  const std::vector<pb::Chain> synced = osts_.NoteResync(req.resync());
+  for (const pb::Chain& c : synced)
+    t.Put(Cf::kSystem, ChainKey(c.id()), c.SerializeAsString());
+  if (!synced.empty())
+    t.RequireSync();
   for (uint32_t id : RevokedKeyIds())
     resp->add_revoked_key_ids(id);
   resp->set_chains_version(osts_.chains_version());

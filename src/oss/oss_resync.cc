@@ -1,0 +1,405 @@
+// Resync (docs/design.md "Replication"): a chain member that comes back after missing writes, or
+// whose OST came back empty, is syncing: it gets every new write down the chain but serves no
+// read. The head of the chain (its first serving member) brings it up to date:
+//
+// 1. It lists its objects of the chain (their checksum headers name the chain) and sends their
+//    digests (length and the latest checksum of every block) to the member in batches; the member
+//    answers which of its copies differ or are missing. Only those are copied: a member that
+//    missed a few writes copies a few objects, an empty one copies everything.
+// 2. Each differing object is copied whole while the head holds the object's write order (the
+//    lock that orders overlapping chain writes), so no write to it runs meanwhile and every
+//    write after the copy reaches the member too. The copy is paced (resync_bytes_per_s).
+// 3. The progress goes to the MDS with the heartbeats; the last report says done, and the MDS
+//    makes the member serving in a new chain version.
+//
+// A resync cut short (the head stops, the chain changes) is started again from the beginning by
+// whichever OSS is then the head; the objects already copied compare equal and cost nothing.
+#include <future>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/logging.h"
+#include "common/time_util.h"
+#include "net/pb_convert.h"
+#include "net/rpc.h"
+#include "oss/chain_router.h"
+#include "oss/oss_server.h"
+#include "oss/ost_store.h"
+
+namespace ciuic::oss {
+namespace {
+
+constexpr size_t kCheckBatch = 128;    // digests per ResyncCheck
+constexpr uint64_t kPiece = 1u << 20;  // bytes per ResyncPut
+constexpr int kPeerTimeoutMs = 20000;  // per request
+constexpr int kRetries = 100;          // for a member that has not seen the chain version yet
+constexpr int kRetryMs = 100;
+
+}  // namespace
+
+bool OssServer::Stopping() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
+}
+
+Result<net::Reply> OssServer::CallPeer(const std::string& addr,
+                                       net::MsgType type,
+                                       std::shared_ptr<google::protobuf::MessageLite> req,
+                                       std::vector<net::ConstSpan> data) {
+  auto done = std::make_shared<std::promise<Result<net::Reply>>>();
+  router_->Call(addr, type, std::move(req), std::move(data), kPeerTimeoutMs,
+                [done](Result<net::Reply> r) { done->set_value(std::move(r)); });
+  return done->get_future().get();
+}
+
+bool OssServer::ResyncCurrent(const ChainRouter::ResyncWork& w, uint64_t* version) const {
+  auto local = [this](uint32_t ost) { return osts_.count(ost) != 0; };
+  for (const ChainRouter::ResyncWork& now : router_->ResyncWorkFor(local)) {
+    if (now.chain == w.chain && now.member == w.member && now.since == w.since &&
+        now.head_ost == w.head_ost) {
+      *version = now.version;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool OssServer::ResyncPace(uint64_t bytes) {
+  const uint64_t rate = options_.resync_bytes_per_s;
+  if (rate == 0)
+    return !Stopping();
+  const int64_t now = MonoMillis();
+  if (pace_start_ms_ == 0 || now - pace_start_ms_ > 1000) {
+    // A new window: what went before does not earn a burst later.
+    pace_start_ms_ = now;
+    pace_bytes_ = 0;
+  }
+  pace_bytes_ += bytes;
+  const int64_t due = pace_start_ms_ + static_cast<int64_t>(pace_bytes_ * 1000 / rate);
+  while (MonoMillis() < due) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, std::chrono::milliseconds(std::min<int64_t>(due - MonoMillis(), 100)),
+                     [this] { return stopping_; })) {
+      return false;
+    }
+  }
+  return !Stopping();
+}
+
+// Sends `req` to the member, filling in the chain's current version, again while the member
+// has not yet fetched that version (kUnavailable) and the resync is still current.
+template <typename Req>
+Result<net::Reply> CallMember(const std::function<bool(uint64_t*)>& current,
+                              const std::function<Result<net::Reply>(std::shared_ptr<Req>)>& call,
+                              std::shared_ptr<Req> req,
+                              const std::function<bool()>& stopping) {
+  Result<net::Reply> r = Status::Unavailable("resync: not sent");
+  for (int attempt = 0; attempt < kRetries; ++attempt) {
+    uint64_t version = 0;
+    if (!current(&version))
+      return Status::Aborted("the chain changed");
+    req->set_chain_version(version);
+    r = call(req);
+    if (r.ok() || r.status().code() != StatusCode::kUnavailable)
+      return r;
+    if (stopping())
+      return Status::Aborted("stopping");
+    std::this_thread::sleep_for(std::chrono::milliseconds(kRetryMs));
+  }
+  return r;
+}
+
+Status OssServer::CopyObject(const ChainRouter::ResyncWork& w,
+                             OstStore* store,
+                             const ObjectId& id) {
+  // The head's write order for the whole object: chain writes to it wait for the copy, and the
+  // ones before it have reached every active member.
+  std::promise<void> go;
+  router_->OrderedBegin(true, id, 0, UINT64_MAX, [&go] { go.set_value(); });
+  go.get_future().wait();
+  struct End {
+    ChainRouter* r;
+    const ObjectId& id;
+    ~End() { r->OrderedEnd(id, 0, UINT64_MAX); }
+  } end{router_.get(), id};
+
+  Result<ObjStat> st = store->Stat(id);
+  if (!st.ok())
+    return st.status();
+  if (!st->exists)
+    return Status::OK();  // destroyed meanwhile: the destroy reached the member too
+  const uint64_t length = st->length;
+  auto current = [this, &w](uint64_t* v) { return ResyncCurrent(w, v); };
+  auto stopping = [this] { return Stopping(); };
+  uint64_t off = 0;
+  do {
+    const uint64_t n = std::min(kPiece, length - off);
+    ReadResult rr;
+    const uint8_t* bytes = nullptr;
+    if (n > 0) {
+      Result<ReadResult> got = store->Read(id, off, n);
+      if (!got.ok())
+        return got.status();
+      rr = std::move(*got);
+      CIUIC_RETURN_IF_ERROR(VerifyReadResult(rr, w.head_ost, id));
+      bytes = rr.data->data() + (off - rr.aligned_offset);
+    }
+    auto req = std::make_shared<pb::ResyncPutReq>();
+    req->set_chain(w.chain);
+    req->set_ost(w.member);
+    net::ToPb(id, req->mutable_obj());
+    req->set_offset(off);
+    req->set_length(length);
+    std::function<Result<net::Reply>(std::shared_ptr<pb::ResyncPutReq>)> call =
+        [this, &w, bytes, n](std::shared_ptr<pb::ResyncPutReq> r) {
+          std::vector<net::ConstSpan> data;
+          if (n > 0)
+            data.push_back(net::ConstSpan{bytes, static_cast<size_t>(n)});
+          return CallPeer(w.member_addr, net::MsgType::kResyncPut,
+                          std::make_shared<pb::ResyncPutReq>(*r), std::move(data));
+        };
+    Result<net::Reply> r = CallMember<pb::ResyncPutReq>(current, call, req, stopping);
+    if (!r.ok())
+      return r.status();
+    off += n;
+    resync_bytes_.fetch_add(n);
+    {
+      std::lock_guard<std::mutex> lock(resync_mu_);
+      auto it = resyncs_.find({w.chain, w.member, w.since});
+      if (it != resyncs_.end())
+        it->second.set_bytes_copied(it->second.bytes_copied() + n);
+    }
+    if (!ResyncPace(n))
+      return Status::Aborted("stopping");
+  } while (off < length);
+  resync_copied_.fetch_add(1);
+  return Status::OK();
+}
+
+bool OssServer::RunResync(const ChainRouter::ResyncWork& w) {
+  OstStore* store = FindOst(w.head_ost);
+  if (store == nullptr)
+    return false;
+  Result<std::vector<ObjectId>> ids = store->ListChainObjects(w.chain);
+  if (!ids.ok()) {
+    LOG_WARN("oss: resync of OST {} in chain {}: {}", w.member, w.chain - kChainBase,
+             ids.status().ToString());
+    return false;
+  }
+  const auto key = std::make_tuple(w.chain, w.member, w.since);
+  {
+    std::lock_guard<std::mutex> lock(resync_mu_);
+    pb::ResyncProgress& p = resyncs_[key];
+    p = pb::ResyncProgress();
+    p.set_chain(w.chain);
+    p.set_ost(w.member);
+    p.set_since(w.since);
+    p.set_objects_total(ids->size());
+  }
+  LOG_INFO("oss: resync of OST {} in chain {} from OST {}: comparing {} objects", w.member,
+           w.chain - kChainBase, w.head_ost, ids->size());
+  auto current = [this, &w](uint64_t* v) { return ResyncCurrent(w, v); };
+  auto stopping = [this] { return Stopping(); };
+  uint64_t copied = 0;
+  for (size_t i = 0; i < ids->size(); i += kCheckBatch) {
+    const size_t end = std::min(ids->size(), i + kCheckBatch);
+    auto req = std::make_shared<pb::ResyncCheckReq>();
+    req->set_chain(w.chain);
+    req->set_ost(w.member);
+    std::vector<ObjectId> batch;
+    for (size_t k = i; k < end; ++k) {
+      Result<OstStore::Digest> d = store->ObjectDigest((*ids)[k]);
+      if (!d.ok()) {
+        LOG_WARN("oss: resync of OST {} in chain {}: {}", w.member, w.chain - kChainBase,
+                 d.status().ToString());
+        return false;
+      }
+      if (!d->exists)
+        continue;
+      pb::ResyncEntry* e = req->add_entries();
+      net::ToPb((*ids)[k], e->mutable_obj());
+      e->set_length(d->length);
+      e->set_digest(d->crc);
+      batch.push_back((*ids)[k]);
+    }
+    if (!batch.empty()) {
+      std::function<Result<net::Reply>(std::shared_ptr<pb::ResyncCheckReq>)> call =
+          [this, &w](std::shared_ptr<pb::ResyncCheckReq> r) {
+            return CallPeer(w.member_addr, net::MsgType::kResyncCheck, r, {});
+          };
+      Result<net::Reply> r = CallMember<pb::ResyncCheckReq>(current, call, req, stopping);
+      pb::ResyncCheckResp resp;
+      if (r.ok() && !resp.ParseFromString(r->body))
+        r = Status::Corruption("bad resync check reply");
+      if (!r.ok()) {
+        LOG_WARN("oss: resync of OST {} in chain {}: {}", w.member, w.chain - kChainBase,
+                 r.status().ToString());
+        return false;
+      }
+      for (uint32_t idx : resp.differ()) {
+        if (idx >= batch.size())
+          continue;
+        Status st = CopyObject(w, store, batch[idx]);
+        if (!st.ok()) {
+          LOG_WARN("oss: resync of OST {} in chain {}: copying {}: {}", w.member,
+                   w.chain - kChainBase, batch[idx].FileName(), st.ToString());
+          return false;
+        }
+        ++copied;
+      }
+    }
+    std::lock_guard<std::mutex> lock(resync_mu_);
+    resyncs_[key].set_objects_done(end);
+  }
+  uint64_t bytes;
+  {
+    std::lock_guard<std::mutex> lock(resync_mu_);
+    resyncs_[key].set_done(true);
+    bytes = resyncs_[key].bytes_copied();
+  }
+  LOG_INFO("oss: resync of OST {} in chain {} done: {} of {} objects differed, {} bytes copied",
+           w.member, w.chain - kChainBase, copied, ids->size(), bytes);
+  return true;
+}
+
+void OssServer::ResyncLoop() {
+  auto local = [this](uint32_t ost) { return osts_.count(ost) != 0; };
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(std::min<uint32_t>(hb_interval_ms_.load(), 500)),
+                   [this] { return stopping_; });
+      if (stopping_)
+        return;
+    }
+    if (!registered_.load())
+      continue;
+    const std::vector<ChainRouter::ResyncWork> work = router_->ResyncWorkFor(local);
+    {
+      // Members no longer syncing (made serving, or gone offline again): forget their reports.
+      std::lock_guard<std::mutex> lock(resync_mu_);
+      for (auto it = resyncs_.begin(); it != resyncs_.end();) {
+        bool live = false;
+        for (const auto& w : work)
+          live |= it->first == std::make_tuple(w.chain, w.member, w.since);
+        it = live ? std::next(it) : resyncs_.erase(it);
+      }
+    }
+    for (const ChainRouter::ResyncWork& w : work) {
+      {
+        std::lock_guard<std::mutex> lock(resync_mu_);
+        auto it = resyncs_.find({w.chain, w.member, w.since});
+        if (it != resyncs_.end() && it->second.done())
+          continue;  // reported; waiting for the MDS's new chain version
+      }
+      RunResync(w);
+      if (Stopping())
+        return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The member's side.
+
+namespace {
+
+Status PeerOnly(const net::ServerCall& call, uint32_t cluster_key) {
+  if (call.key_id() != cluster_key)
+    return Status::PermissionDenied("resync requests come from the cluster's OSSes only");
+  return Status::OK();
+}
+
+}  // namespace
+
+void OssServer::HandleResyncCheck(net::ServerCall call) {
+  auto req = std::make_shared<pb::ResyncCheckReq>();
+  Status st = call.ParseBody(req.get());
+  if (st.ok())
+    st = PeerOnly(call, options_.key_id);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req->ost());
+  if (store == nullptr)
+    return call.ReplyError(Status::NotFound(fmt::format("OST {} is not served here", req->ost())));
+  ChainRouter::Route route;
+  st = ChainGate(req->chain(), req->chain_version(), req->ost(), false, &route);
+  if (!st.ok())
+    return call.ReplyError(st);
+  if (route.serving) {
+    return call.ReplyError(
+        Status::InvalidArgument(fmt::format("OST {} serves chain {}: it has nothing to catch up",
+                                            req->ost(), req->chain() - kChainBase)));
+  }
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  // Digests read checksum files: off the network threads, and off the store's blocking pool.
+  const bool queued = resync_pool_->Submit([c, req, store] {
+    pb::ResyncCheckResp resp;
+    for (int i = 0; i < req->entries_size(); ++i) {
+      const pb::ResyncEntry& e = req->entries(i);
+      Result<OstStore::Digest> d = store->ObjectDigest(net::FromPb(e.obj()));
+      if (!d.ok())
+        return c->ReplyError(d.status());
+      if (!d->exists || d->length != e.length() || d->crc != e.digest())
+        resp.add_differ(static_cast<uint32_t>(i));
+    }
+    c->Reply(resp);
+  });
+  if (!queued)
+    c->ReplyError(Status::Unavailable("OSS is stopping"));
+}
+
+void OssServer::HandleResyncPut(net::ServerCall call) {
+  auto req = std::make_shared<pb::ResyncPutReq>();
+  Status st = call.ParseBody(req.get());
+  if (st.ok())
+    st = PeerOnly(call, options_.key_id);
+  if (!st.ok())
+    return call.ReplyError(st);
+  OstStore* store = FindOst(req->ost());
+  if (store == nullptr)
+    return call.ReplyError(Status::NotFound(fmt::format("OST {} is not served here", req->ost())));
+  ChainRouter::Route route;
+  st = ChainGate(req->chain(), req->chain_version(), req->ost(), false, &route);
+  if (!st.ok())
+    return call.ReplyError(st);
+  if (route.serving) {
+    // A serving copy is as good as the head's: never overwritten by a resync.
+    return call.ReplyError(Status::InvalidArgument(fmt::format(
+        "OST {} serves chain {}: it takes no resync copy", req->ost(), req->chain() - kChainBase)));
+  }
+  if (req->offset() + call.data().size() > req->length()) {
+    return call.ReplyError(Status::InvalidArgument("resync piece beyond the object's length"));
+  }
+  const ObjectId id = net::FromPb(req->obj());
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  // The last piece is synced before the answer: a member serves only copies on its disk.
+  const bool last = req->offset() + c->data().size() == req->length();
+  auto write = [c, req, store, id, last] {
+    store->WriteAsync(
+        id, req->offset(), &c->data(),
+        [c, store, id, last](Result<uint64_t> w) {
+          if (!w.ok())
+            return c->ReplyError(w.status());
+          if (!last)
+            return c->Reply(pb::ResyncPutResp());
+          store->SyncAsync({id}, [c](Status s) {
+            if (!s.ok())
+              return c->ReplyError(s);
+            c->Reply(pb::ResyncPutResp());
+          });
+        },
+        req->chain());
+  };
+  if (req->offset() != 0)
+    return write();
+  // The first piece empties the member's copy: what it held beyond the head's length goes.
+  store->PunchAsync(id, 0, [c, write](Status s) {
+    if (!s.ok())
+      return c->ReplyError(s);
+    write();
+  });
+}
+
+}  // namespace ciuic::oss
