@@ -973,8 +973,12 @@ void ClientCore::AttachCap(OstCall* call) {
 }
 
 void ClientCore::RetryOrFail(std::shared_ptr<OstCall> call, Status st) {
-  const bool retryable =
-      st.code() == StatusCode::kUnavailable || st.code() == StatusCode::kTimedOut;
+  // A copy's IO error (a failing disk, a power cut the OSS has not died of yet) is retried on
+  // the chain as the MDS publishes it next: another copy may serve, and a member that lost
+  // writes leaves the chain. The error stands if it outlasts the retry window.
+  const bool retryable = st.code() == StatusCode::kUnavailable ||
+                         st.code() == StatusCode::kTimedOut ||
+                         (IsChain(call->ost) && st.code() == StatusCode::kIoError);
   if (!retryable || shutdown_) {
     Fail(std::move(call),
          shutdown_ ? Status::Aborted("client shut down") : st.WithContext(OstName(call->ost)));
@@ -985,6 +989,10 @@ void ClientCore::RetryOrFail(std::shared_ptr<OstCall> call, Status st) {
     call->deadline_ms = now + (call->retry_ms > 0 ? call->retry_ms : options_.ost_retry_ms);
   call->last_error = st;
   if (now >= call->deadline_ms) {
+    if (st.code() == StatusCode::kIoError) {
+      Fail(call, st.WithContext(OstName(call->ost)));
+      return;
+    }
     Fail(call,
          Status::Unavailable(fmt::format("{} unavailable: {}", OstName(call->ost), st.ToString())));
     return;

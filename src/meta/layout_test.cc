@@ -505,5 +505,82 @@ TEST(ChainTest, AnOssBackInAnotherEpochLeavesItsChains) {
   }
 }
 
+TEST(ChainTest, AMemberBackOnAnUpOstSyncsThenServesWhenItsResyncIsDone) {
+  auto mp = MakeMap(2, 1);
+  OstMap& m = *mp;
+  std::vector<pb::Chain> used;
+  auto ids = m.ChooseChains(1, 2, &used);
+  ASSERT_TRUE(ids.ok());
+  const uint32_t chain = (*ids)[0];
+  google::protobuf::RepeatedPtrField<pb::OstInfo> osts;
+  pb::OstInfo* o = osts.Add();
+  o->set_index(0);
+  o->set_capacity(100ull << 30);
+  o->set_free(50ull << 30);
+  m.Register("oss0", osts, 2000, "", 8);  // back in another epoch: offline
+  ASSERT_EQ(m.TakeChangedChains().size(), 1u);
+  // The next tick: its OST is up, the other member serves, so it syncs.
+  std::vector<pb::Chain> changed = m.ExpireChainMembers(2100, 3000);
+  ASSERT_EQ(changed.size(), 1u);
+  uint64_t since = 0;
+  for (const auto& mem : changed[0].members()) {
+    if (mem.ost() == 0) {
+      EXPECT_EQ(mem.state(), kMemberSyncing);
+      since = mem.since();
+    }
+  }
+  EXPECT_EQ(since, changed[0].version());
+  EXPECT_TRUE(m.ExpireChainMembers(2200, 3000).empty());  // stays syncing
+  google::protobuf::RepeatedPtrField<pb::ResyncProgress> reports;
+  pb::ResyncProgress* p = reports.Add();
+  p->set_chain(chain);
+  p->set_ost(0);
+  p->set_since(since - 1);  // an older resync's report changes nothing
+  p->set_done(true);
+  EXPECT_TRUE(m.NoteResync(reports).empty());
+  p->set_since(since);
+  p->set_done(false);
+  p->set_objects_done(3);
+  p->set_objects_total(10);
+  EXPECT_TRUE(m.NoteResync(reports).empty());  // progress: no new version
+  const pb::GetOstMapResp snap = m.Snapshot();
+  for (const auto& c : snap.chains()) {
+    for (const auto& mem : c.members()) {
+      if (mem.ost() == 0) {
+        EXPECT_EQ(mem.sync_objects_total(), 10u);
+      }
+    }
+  }
+  p->set_done(true);
+  changed = m.NoteResync(reports);
+  ASSERT_EQ(changed.size(), 1u);
+  for (const auto& mem : changed[0].members())
+    EXPECT_EQ(mem.state(), kMemberServing);
+  EXPECT_EQ(m.Health().degraded, 0u);
+}
+
+TEST(ChainTest, AnOstBackAsANewDirectoryLeavesItsChains) {
+  auto mp = MakeMap(2, 1);
+  OstMap& m = *mp;
+  std::vector<pb::Chain> used;
+  ASSERT_TRUE(m.ChooseChains(1, 2, &used).ok());
+  google::protobuf::RepeatedPtrField<pb::OstInfo> osts;
+  pb::OstInfo* o = osts.Add();
+  o->set_index(1);
+  o->set_capacity(100ull << 30);
+  o->set_free(50ull << 30);
+  o->set_incarnation(11);
+  m.Register("oss1", osts, 2000, "", 7);  // first known incarnation: nothing to compare
+  EXPECT_TRUE(m.TakeChangedChains().empty());
+  m.Register("oss1", osts, 2100, "", 7);
+  EXPECT_TRUE(m.TakeChangedChains().empty());
+  o->set_incarnation(12);  // same epoch, but formatted anew: empty
+  m.Register("oss1", osts, 2200, "", 7);
+  std::vector<pb::Chain> changed = m.TakeChangedChains();
+  ASSERT_EQ(changed.size(), 1u);
+  for (const auto& mem : changed[0].members())
+    EXPECT_EQ(mem.state(), mem.ost() == 1 ? kMemberOffline : kMemberServing);
+}
+
 }  // namespace
 }  // namespace ciuic::meta::testing

@@ -139,6 +139,7 @@ Status MiniCluster::StartOss(int i) {
   o.heartbeat_ms = options_.heartbeat_ms;
   o.cold_tier_url = cold_tier_url_;
   o.hsm_fill_chunk = options_.hsm_fill_chunk;
+  o.resync_bytes_per_s = options_.resync_bytes_per_s;
   if (static_cast<size_t>(i) < options_.host_labels.size())
     o.host_label = options_.host_labels[static_cast<size_t>(i)];
   if (!engines_.empty()) {

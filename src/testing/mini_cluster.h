@@ -61,6 +61,8 @@ struct MiniClusterOptions {
   uint32_t default_replicas = 1;
   // Failure domain label of OSS i (host_labels[i]); missing or "": the OSS is its own domain.
   std::vector<std::string> host_labels = {};
+  // Bytes per second an OSS copies to a chain member that catches up (0: unbounded).
+  uint64_t resync_bytes_per_s = uint64_t{128} << 20;
 };
 
 class MiniCluster {

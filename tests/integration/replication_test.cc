@@ -615,5 +615,100 @@ TEST(ReplicationTest, AnOstReplacedEmptyIsRebuiltFromTheOtherCopy) {
   ExpectServedBy(cluster.get(), 1, files);
 }
 
+// Writes and fsyncs 64 KiB pieces of the files at random until stopped; keeps `files` equal to
+// what was acknowledged, and any error in `errors`.
+class Writer {
+ public:
+  Writer(Client* c, std::map<std::string, std::string>* files)
+      : c_(c), files_(files), thread_([this] { Run(); }) {}
+  ~Writer() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable())
+      thread_.join();
+  }
+  std::vector<std::string> errors;
+  int writes = 0;
+
+ private:
+  void Run() {
+    std::mt19937_64 rng(42);
+    std::vector<std::string> paths;
+    for (const auto& [p, d] : *files_)
+      paths.push_back(p);
+    while (!stop_) {
+      const std::string& path = paths[rng() % paths.size()];
+      const uint64_t size = (*files_)[path].size();
+      const uint64_t off = rng() % (size - (64 << 10));
+      const std::string piece = Pattern(64 << 10, rng());
+      auto f = c_->Open(path, O_WRONLY);
+      Status st = f.status();
+      if (st.ok())
+        st = (*f)->Pwrite(piece.data(), piece.size(), off).status();
+      if (st.ok())
+        st = (*f)->Fsync();
+      if (st.ok())
+        st = (*f)->Close();
+      if (!st.ok()) {
+        errors.push_back(path + ": " + st.ToString());
+        continue;
+      }
+      (*files_)[path].replace(off, piece.size(), piece);
+      ++writes;
+    }
+  }
+  Client* c_;
+  std::map<std::string, std::string>* files_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// kill -9 (a stop) or a power cut of an OSS under concurrent fsynced writes, which go on while
+// it catches up: no write fails, and its copies then hold every acknowledged byte alone.
+void KillCatchUpAndServe(bool power_cut) {
+  MiniClusterOptions o;
+  o.osts_per_oss = 1;
+  o.power_loss = power_cut;
+  o.resync_bytes_per_s = 2 << 20;  // a resync of several seconds, with the writes going on
+  auto cluster = StartCluster(2, o);
+  ASSERT_NE(cluster, nullptr);
+  auto c = Connect(cluster.get());
+  std::map<std::string, std::string> files = WriteFiles(c.get(), 6, 300);
+  std::string during;
+  {
+    Writer w(c.get(), &files);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (power_cut) {
+      ASSERT_TRUE(cluster->PowerCycleOss(1).ok());
+    } else {
+      ASSERT_TRUE(cluster->StopOss(1).ok());
+      // A file written whole while the OSS is out: its copies must come over.
+      EXPECT_TRUE(WaitOffline(c.get(), "/f0", 1, 1));
+      during = Pattern(1 << 20, 301);
+      EXPECT_TRUE(WriteWithLayout(c.get(), "/during", during, Replicated(2, 2, 1u << 20)).ok());
+      ASSERT_TRUE(cluster->RestartOss(1).ok());
+    }
+    auto watcher = Connect(cluster.get());
+    EXPECT_TRUE(WaitAllServing(watcher.get(), 60000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    w.Stop();
+    EXPECT_TRUE(w.errors.empty()) << w.errors.size() << " failed writes, first: " << w.errors[0];
+    EXPECT_GT(w.writes, 10);
+  }
+  if (!power_cut) {
+    files["/during"] = during;
+    EXPECT_GT(cluster->oss(0)->resync_objects_copied(), 0u);
+  }
+  ExpectServedBy(cluster.get(), 1, files);
+}
+
+TEST(ReplicationTest, AKilledOssCatchesUpUnderWritesAndThenServesAlone) {
+  KillCatchUpAndServe(false);
+}
+
+TEST(ReplicationTest, AnOssThatLostPowerCatchesUpUnderWritesAndThenServesAlone) {
+  KillCatchUpAndServe(true);
+}
+
 }  // namespace
 }  // namespace ciuic::testing
