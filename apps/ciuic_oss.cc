@@ -122,6 +122,11 @@ int Run(int argc, char** argv) {
   app.add_option("--host-label", host_label,
                  "failure domain of this OSS: OSSes with one label never hold two copies of an "
                  "object (default: this OSS alone)");
+  uint64_t resync_mbps = 128;
+  app.add_option("--resync-mbps", resync_mbps,
+                 "MiB/s this OSS copies to a chain member that catches up or is rebuilt (0: no "
+                 "bound)")
+      ->capture_default_str();
   bool no_shm_reads = false;
   app.add_flag("--no-shm-reads", no_shm_reads,
                "do not serve reads into the shared memory of clients on this host (they read "
@@ -170,6 +175,9 @@ int Run(int argc, char** argv) {
   if (host_label.size() > 256)
     return Fail("--host-label is longer than 256 bytes");
   o.host_label = host_label;
+  if (resync_mbps > (uint64_t{1} << 40))
+    return Fail("--resync-mbps is out of range");
+  o.resync_bytes_per_s = resync_mbps << 20;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())
     return Fail(path.status().message());

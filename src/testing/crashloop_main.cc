@@ -170,6 +170,8 @@ class Target {
   // Crashes something; returns what (for the log).
   virtual Result<std::string> Crash(std::mt19937_64& rng, uint64_t cycle) = 0;
   virtual Status Recover() = 0;
+  // kill -9 of OSS `i` without a restart (Recover brings it back).
+  virtual Status KillOss(int) { return Status::NotSupported("no single OSS kills here"); }
   // Stops the cluster; `keep`: leave its data and logs for a look (the loop failed).
   virtual Status Stop(bool keep) = 0;
 };
@@ -256,6 +258,11 @@ class KillTarget : public Target {
     else if (a_.victim == "oss")
       victim %= a_.num_oss;
     const std::string name = victim == a_.num_oss ? "mds" : fmt::format("oss{}", victim);
+    CIUIC_RETURN_IF_ERROR(Kill(name));
+    return fmt::format("kill -9 of {}", name);
+  }
+  Status KillOss(int i) override { return Kill(fmt::format("oss{}", i)); }
+  Status Kill(const std::string& name) {
     std::ifstream in(fmt::format("{}/run/{}.pid", dir_, name));
     long pid = 0;
     if (!(in >> pid) || pid <= 0)
@@ -268,7 +275,7 @@ class KillTarget : public Target {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (!Dead(static_cast<pid_t>(pid)))
       return Status::TimedOut(fmt::format("{} (pid {}) outlived kill -9 by 10 s", name, pid));
-    return fmt::format("kill -9 of {}", name);
+    return Status::OK();
   }
   Status Recover() override { return Ciuic({"cluster", "up", dir_, "--timeout", "60"}); }
   Status Stop(bool keep) override {
@@ -365,6 +372,64 @@ void Add(Totals* t, const AckedWorkloadStats& s) {
 void PrintProblems(const AckedWorkloadStats& s) {
   for (const auto& p : s.problems)
     std::printf("  problem: %s\n", p.c_str());
+}
+
+// Waits until every chain has all its members serving (resync done), at most `timeout_ms`.
+Status WaitAllServing(Target* target, int timeout_ms) {
+  const int64_t deadline = NowMs() + timeout_ms;
+  std::string last;
+  while (NowMs() < deadline) {
+    auto c = target->Connect();
+    if (c.ok()) {
+      auto chains = (*c)->Chains();
+      if (chains.ok()) {
+        size_t behind = 0;
+        for (const auto& ch : *chains) {
+          for (const auto& m : ch.members)
+            behind += m.state == "serving" ? 0 : 1;
+        }
+        if (behind == 0)
+          return Status::OK();
+        last = fmt::format("{} member(s) not serving", behind);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return Status::TimedOut(
+      fmt::format("chains did not all serve again within {} s ({})", timeout_ms / 1000, last));
+}
+
+Status CheckEveryCopy(const Args& a,
+                      Target* target,
+                      std::vector<std::unique_ptr<AckedWorkload>>& generations) {
+  const int64_t t0 = NowMs();
+  CIUIC_RETURN_IF_ERROR(WaitAllServing(target, 120000));
+  std::printf("every chain serving %.1f s after the last cycle\n",
+              static_cast<double>(NowMs() - t0) / 1000.0);
+  for (int i = 0; i < a.num_oss; ++i) {
+    CIUIC_RETURN_IF_ERROR(target->KillOss(i));
+    auto v = target->Connect();
+    if (!v.ok())
+      return v.status();
+    Totals t;
+    for (auto& g : generations) {
+      AckedWorkloadStats s = g->Verify(**v);
+      Add(&t, s);
+      PrintProblems(s);
+    }
+    v->reset();
+    std::printf("with oss%d down: %lu files, %lu bytes, losses %lu, false corruptions %lu\n", i,
+                static_cast<unsigned long>(t.files), static_cast<unsigned long>(t.bytes),
+                static_cast<unsigned long>(t.losses),
+                static_cast<unsigned long>(t.false_corruptions));
+    if (t.losses != 0 || t.false_corruptions != 0) {
+      return Status::Corruption(
+          fmt::format("with oss{} down, the other copies lack acknowledged data", i));
+    }
+    CIUIC_RETURN_IF_ERROR(target->Recover());
+    CIUIC_RETURN_IF_ERROR(WaitAllServing(target, 120000));
+  }
+  return Status::OK();
 }
 
 int Main(int argc, char** argv) {
@@ -491,6 +556,10 @@ int Main(int argc, char** argv) {
     total.losses += final_check.losses;
     total.false_corruptions += final_check.false_corruptions;
   }
+  // Replicated: every copy caught up. Once every chain serves again, each OSS in turn is killed
+  // and everything acknowledged is read from the copies left.
+  if (fatal.ok() && a.replicas > 1 && !generations.empty())
+    fatal = CheckEveryCopy(a, target.get(), generations);
   const double secs = static_cast<double>(NowMs() - start) / 1000.0;
   const bool failed = !fatal.ok() || total.losses != 0 || total.false_corruptions != 0;
   Status stopped = target->Stop(failed);
