@@ -12,9 +12,13 @@
 // Usage: ciuic-crashloop power|kill [--cycles N] [--seconds S] [--seed X] [--oss N]
 //                                   [--generation K] [--max-file-bytes B] [--torn]
 //                                   [--victim any|whole|oss|mds] [--bin-dir DIR] [--dir DIR]
-//                                   [--replicas R] [--quiet]
+//                                   [--replicas R] [--outage-every K] [--quiet]
 // With --replicas R > 1 (kill mode, --victim oss) every object has R copies on distinct OSSes,
-// so a killed OSS must cost no operation at all: the loop also fails when one did.
+// so a killed OSS must cost no operation at all: the loop also fails when one did. With
+// --outage-every K, every K-th killed OSS stays down 4 s (past the MDS's dead time) while the
+// workload goes on, so its copies leave their chains and must catch up when it returns; the loop
+// ends by waiting for every chain to serve again, then kills each OSS in turn and verifies
+// everything from the copies left.
 // Every K cycles the workload starts over in a new directory (so a verification stays short);
 // the older directories are verified once more at the end. Prints one line per cycle and a
 // summary; exits 1 when anything acknowledged was lost or reported corrupt, or when the loop
@@ -56,6 +60,7 @@ struct Args {
   uint32_t max_file_bytes = 128 * 1024;
   bool torn = false;
   bool quiet = false;
+  int outage_every = 0;
   std::string victim = "any";  // any, whole, oss, mds
   int replicas = 1;
   std::string bin_dir;
@@ -66,7 +71,8 @@ struct Args {
   std::fprintf(stderr,
                "ciuic-crashloop: %s\nusage: ciuic-crashloop power|kill [--cycles N] [--seconds S] "
                "[--seed X] [--oss N] [--generation K] [--max-file-bytes B] [--torn] [--victim "
-               "any|whole|oss|mds] [--bin-dir DIR] [--dir DIR] [--replicas R] [--quiet]\n",
+               "any|whole|oss|mds] [--bin-dir DIR] [--dir DIR] [--replicas R] [--outage-every K] "
+               "[--quiet]\n",
                why.c_str());
   std::exit(2);
 }
@@ -114,6 +120,8 @@ Args Parse(int argc, char** argv) {
       a.replicas = static_cast<int>(ParseNumber(f, value(), 1, 8));
     } else if (f == "--torn") {
       a.torn = true;
+    } else if (f == "--outage-every") {
+      a.outage_every = static_cast<int>(ParseNumber(f, value(), 1, 1000000));
     } else if (f == "--quiet") {
       a.quiet = true;
     } else if (f == "--bin-dir") {
@@ -483,8 +491,11 @@ int Main(int argc, char** argv) {
     // kill mode restarts the victim while the workload still runs (its retries may succeed);
     // power mode's whole-cluster cut restores power only after the workload stopped.
     Status back = Status::OK();
-    if (what.ok() && a.mode == "kill")
+    if (what.ok() && a.mode == "kill") {
+      if (a.outage_every > 0 && cycle % a.outage_every == a.outage_every - 1)
+        std::this_thread::sleep_for(std::chrono::milliseconds(4000));  // past the dead time
       back = target->Recover();
+    }
     wl.Stop();
     t.join();
     c->reset();
