@@ -856,6 +856,40 @@ int CmdGetstripe(const std::vector<std::string>& paths) {
   return rc;
 }
 
+int CmdScrubStatus() {
+  auto c = Connect();
+  if (!c.ok())
+    return Fail(c.status());
+  auto map = (*c)->OstMap();
+  if (!map.ok())
+    return Fail(map.status());
+  fmt::print("{:<8} {:<6} {:>6} {:>18} {:>10} {:>6} {:>9} {:>6}  {}\n", "OST", "state", "passes",
+             "this pass", "verified", "bad", "repaired", "lost", "last pass ended");
+  uint64_t lost = 0;
+  for (const auto& o : *map) {
+    const auto& s = o.scrub;
+    std::string ended = "-";
+    if (s.last_pass_end_ms > 0) {
+      const std::time_t t = static_cast<std::time_t>(s.last_pass_end_ms / 1000);
+      std::tm tm{};
+      ::localtime_r(&t, &tm);
+      char buf[32];
+      std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+      ended = buf;
+    }
+    fmt::print("{:<8} {:<6} {:>6} {:>18} {:>10} {:>6} {:>9} {:>6}  {}\n",
+               fmt::format("OST{:04}", o.index), o.state, s.passes,
+               fmt::format("{}/{} objects", s.objects, s.objects_total), FormatSize(s.bytes), s.bad,
+               s.repaired, s.lost, ended);
+    lost += s.lost;
+  }
+  if (lost > 0) {
+    fmt::print("{} object(s) with bad blocks and no good copy: see the OSS logs (\"scrub:\")\n",
+               lost);
+  }
+  return 0;
+}
+
 int CmdDf(bool human) {
   auto c = Connect();
   if (!c.ok())
@@ -1334,6 +1368,15 @@ int Main(int argc, char** argv) {
     }
     rc = CmdRepoAgent(**c, agent_every);
   });
+
+  auto* scrub = app.add_subcommand(
+      "scrub", "the OSSes' background checksum verification\nExample: ciuic scrub status");
+  scrub->set_help_flag("--help", "print this help");
+  scrub->require_subcommand(1);
+  auto* scrub_status = scrub->add_subcommand(
+      "status", "per OST: passes, progress, bad objects found, repaired and lost");
+  scrub_status->set_help_flag("--help", "print this help");
+  scrub_status->callback([&] { rc = CmdScrubStatus(); });
 
   auto* df = app.add_subcommand("df", "space per OST and in the cold tier\nExample: ciuic df -h");
   df->set_help_flag("--help", "print this help");

@@ -127,6 +127,14 @@ int Run(int argc, char** argv) {
                  "MiB/s this OSS copies to a chain member that catches up or is rebuilt (0: no "
                  "bound)")
       ->capture_default_str();
+  uint64_t scrub_mbps = 16;
+  app.add_option("--scrub-mbps", scrub_mbps,
+                 "MiB/s the scrubber re-reads and verifies, over all OSTs (0: no scrubber)")
+      ->capture_default_str();
+  uint32_t scrub_pause_s = 3600;
+  app.add_option("--scrub-pause-s", scrub_pause_s,
+                 "seconds the scrubber waits before each whole pass over the OSTs")
+      ->capture_default_str();
   bool no_shm_reads = false;
   app.add_flag("--no-shm-reads", no_shm_reads,
                "do not serve reads into the shared memory of clients on this host (they read "
@@ -178,6 +186,12 @@ int Run(int argc, char** argv) {
   if (resync_mbps > (uint64_t{1} << 40))
     return Fail("--resync-mbps is out of range");
   o.resync_bytes_per_s = resync_mbps << 20;
+  if (scrub_mbps > (uint64_t{1} << 40))
+    return Fail("--scrub-mbps is out of range");
+  if (scrub_pause_s > 365u * 24 * 3600)
+    return Fail("--scrub-pause-s is more than a year");
+  o.scrub_bytes_per_s = scrub_mbps << 20;
+  o.scrub_pause_ms = scrub_pause_s * 1000;
   auto path = ciuic::FindClusterFile(cluster_file);
   if (!path.ok())
     return Fail(path.status().message());

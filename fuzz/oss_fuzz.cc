@@ -26,9 +26,10 @@ namespace {
 
 using net::MsgType;
 
-constexpr MsgType kTypes[] = {MsgType::kWrite,    MsgType::kRead,    MsgType::kSync,
-                              MsgType::kPunch,    MsgType::kDestroy, MsgType::kObjStat,
-                              MsgType::kOstStatfs};
+constexpr MsgType kTypes[] = {MsgType::kWrite,     MsgType::kRead,        MsgType::kSync,
+                              MsgType::kPunch,     MsgType::kDestroy,     MsgType::kObjStat,
+                              MsgType::kOstStatfs, MsgType::kResyncCheck, MsgType::kResyncPut,
+                              MsgType::kRepair,    MsgType::kRepairPush};
 constexpr size_t kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 constexpr uint32_t kAdminKey = 1;
 constexpr uint64_t kInputsPerServer = 20000;
@@ -54,6 +55,7 @@ void Start(Oss* o) {
   opt.writeback_idle_ms = 0;
   opt.shm_reads = false;
   opt.durability_epoch = 7;
+  opt.scrub_bytes_per_s = 0;
   o->engine->SetCapacity(64u << 20);
   o->server = std::make_unique<oss::OssServer>(opt);
   if (!o->server->Start().ok())

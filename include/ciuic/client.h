@@ -176,6 +176,17 @@ struct OstStatus {
   uint64_t capacity = 0;
   uint64_t free = 0;
   std::string state;  // "up", "down", "full", "readonly"
+  // The OSS's scrubber on this OST, as of its last heartbeat (docs/design.md "Scrubbing").
+  struct Scrub {
+    uint64_t passes = 0;         // whole passes finished since the OSS started
+    uint64_t objects = 0;        // verified in the pass under way
+    uint64_t objects_total = 0;  // in the pass under way
+    uint64_t bytes = 0;          // verified, all passes
+    uint64_t bad = 0;            // objects found with a bad block
+    uint64_t repaired = 0;       // of those, rewritten from a good copy
+    uint64_t lost = 0;           // of those, with no good copy
+    int64_t last_pass_end_ms = 0;
+  } scrub;
 };
 
 // A replication chain (docs/design.md "Replication"): the OSTs holding the copies of the

@@ -726,6 +726,10 @@ Result<std::vector<OstStatus>> ClientImpl::OstMap() {
     s.capacity = o.capacity();
     s.free = o.free();
     s.state = StateName(o.state());
+    const pb::ScrubStats& sc = o.scrub();
+    s.scrub =
+        OstStatus::Scrub{sc.passes(), sc.objects(),  sc.objects_total(), sc.bytes(),
+                         sc.bad(),    sc.repaired(), sc.lost(),          sc.last_pass_end_ms()};
     out.push_back(std::move(s));
   }
   return out;

@@ -19,6 +19,12 @@ inline Timespec NowTimespec() {
   return Timespec{ns / 1000000000, static_cast<uint32_t>(ns % 1000000000)};
 }
 
+inline int64_t WallMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 inline int64_t MonoMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

@@ -97,6 +97,7 @@ Status OstMap::Heartbeat(const std::string& addr,
     if (in.capacity() != 0)
       e.info.set_capacity(in.capacity());
     e.info.set_free(in.free());
+    *e.info.mutable_scrub() = in.scrub();  // in memory only: not part of the persisted entry
     e.info.set_state(in.state() == kOstReadonly ? kOstReadonly : kOstUp);
     e.info.set_state(StateFor(e.info));
     e.last_seen_ms = now_ms;

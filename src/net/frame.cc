@@ -229,6 +229,10 @@ std::string MsgTypeName(uint16_t type) {
       return "ResyncCheck";
     case MsgType::kResyncPut:
       return "ResyncPut";
+    case MsgType::kRepair:
+      return "Repair";
+    case MsgType::kRepairPush:
+      return "RepairPush";
   }
   return std::to_string(type);
 }

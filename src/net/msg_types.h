@@ -70,6 +70,8 @@ enum class MsgType : uint16_t {
   kHsmObj = 310,  // HSM copy of one stripe object between its OST and the cold tier
   kResyncCheck = 311,  // OSS to OSS: which objects of a chain differ at a syncing member
   kResyncPut = 312,    // OSS to OSS: one piece of an object for a syncing member
+  kRepair = 313,       // OSS to OSS: a member's copy failed its checksums; the head repairs it
+  kRepairPush = 314,   // OSS to OSS: the head asks a good copy's OSS to send it
 };
 
 // Roles proven in the handshake.

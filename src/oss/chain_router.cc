@@ -127,6 +127,20 @@ std::vector<ChainRouter::ResyncWork> ChainRouter::ResyncWorkFor(
   return out;
 }
 
+bool ChainRouter::View(uint32_t chain, uint64_t* version, std::vector<MemberView>* members) const {
+  std::lock_guard lock(mu_);
+  auto it = chains_.find(chain);
+  if (it == chains_.end())
+    return false;
+  *version = it->second.version();
+  members->clear();
+  for (const auto& m : it->second.members()) {
+    auto a = ost_addr_.find(m.ost());
+    members->push_back(MemberView{m.ost(), m.state(), a == ost_addr_.end() ? "" : a->second});
+  }
+  return true;
+}
+
 void ChainRouter::Call(const std::string& addr,
                        net::MsgType type,
                        std::shared_ptr<google::protobuf::MessageLite> req,

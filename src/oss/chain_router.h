@@ -71,6 +71,15 @@ class ChainRouter {
   // The syncing members of chains whose head (first serving member) `is_local` names.
   std::vector<ResyncWork> ResyncWorkFor(const std::function<bool(uint32_t)>& is_local) const;
 
+  // One chain as the table has it: version, and members in order with state and address ("" when
+  // unknown). False when the chain is unknown.
+  struct MemberView {
+    uint32_t ost = 0;
+    uint32_t state = 0;  // pb::ChainMember.state
+    std::string addr;
+  };
+  bool View(uint32_t chain, uint64_t* version, std::vector<MemberView>* members) const;
+
   // Sends a request to the OSS at `addr`, connecting first when needed. `cb` runs once, on a
   // network or pool thread.
   void Call(const std::string& addr,

@@ -65,18 +65,17 @@ bool OssServer::ResyncCurrent(const ChainRouter::ResyncWork& w, uint64_t* versio
   return false;
 }
 
-bool OssServer::ResyncPace(uint64_t bytes) {
-  const uint64_t rate = options_.resync_bytes_per_s;
+bool OssServer::Pace(Pacer* p, uint64_t rate, uint64_t bytes) {
   if (rate == 0)
     return !Stopping();
   const int64_t now = MonoMillis();
-  if (pace_start_ms_ == 0 || now - pace_start_ms_ > 1000) {
+  if (p->start_ms == 0 || now - p->start_ms > 1000) {
     // A new window: what went before does not earn a burst later.
-    pace_start_ms_ = now;
-    pace_bytes_ = 0;
+    p->start_ms = now;
+    p->bytes = 0;
   }
-  pace_bytes_ += bytes;
-  const int64_t due = pace_start_ms_ + static_cast<int64_t>(pace_bytes_ * 1000 / rate);
+  p->bytes += bytes;
+  const int64_t due = p->start_ms + static_cast<int64_t>(p->bytes * 1000 / rate);
   while (MonoMillis() < due) {
     std::unique_lock<std::mutex> lock(mu_);
     if (cv_.wait_for(lock, std::chrono::milliseconds(std::min<int64_t>(due - MonoMillis(), 100)),
@@ -123,14 +122,37 @@ Status OssServer::CopyObject(const ChainRouter::ResyncWork& w,
     const ObjectId& id;
     ~End() { r->OrderedEnd(id, 0, UINT64_MAX); }
   } end{router_.get(), id};
+  const uint64_t before = resync_bytes_.load();
+  Status st = SendCopy(
+      w.chain, store, id, w.member, w.member_addr, false,
+      [this, &w](uint64_t* v) { return ResyncCurrent(w, v); }, options_.resync_bytes_per_s,
+      &resync_pace_);
+  {
+    std::lock_guard<std::mutex> lock(resync_mu_);
+    auto it = resyncs_.find({w.chain, w.member, w.since});
+    if (it != resyncs_.end())
+      it->second.set_bytes_copied(it->second.bytes_copied() + resync_bytes_.load() - before);
+  }
+  if (st.ok())
+    resync_copied_.fetch_add(1);
+  return st;
+}
 
-  Result<ObjStat> st = store->Stat(id);
+Status OssServer::SendCopy(uint32_t chain,
+                           OstStore* from,
+                           const ObjectId& id,
+                           uint32_t to,
+                           const std::string& to_addr,
+                           bool repair,
+                           const std::function<bool(uint64_t*)>& current,
+                           uint64_t rate,
+                           Pacer* pacer) {
+  Result<ObjStat> st = from->Stat(id);
   if (!st.ok())
     return st.status();
   if (!st->exists)
     return Status::OK();  // destroyed meanwhile: the destroy reached the member too
   const uint64_t length = st->length;
-  auto current = [this, &w](uint64_t* v) { return ResyncCurrent(w, v); };
   auto stopping = [this] { return Stopping(); };
   uint64_t off = 0;
   do {
@@ -138,42 +160,36 @@ Status OssServer::CopyObject(const ChainRouter::ResyncWork& w,
     ReadResult rr;
     const uint8_t* bytes = nullptr;
     if (n > 0) {
-      Result<ReadResult> got = store->Read(id, off, n);
+      Result<ReadResult> got = from->Read(id, off, n);
       if (!got.ok())
         return got.status();
       rr = std::move(*got);
-      CIUIC_RETURN_IF_ERROR(VerifyReadResult(rr, w.head_ost, id));
+      CIUIC_RETURN_IF_ERROR(VerifyReadResult(rr, from->index(), id));
       bytes = rr.data->data() + (off - rr.aligned_offset);
     }
     auto req = std::make_shared<pb::ResyncPutReq>();
-    req->set_chain(w.chain);
-    req->set_ost(w.member);
+    req->set_chain(chain);
+    req->set_ost(to);
     net::ToPb(id, req->mutable_obj());
     req->set_offset(off);
     req->set_length(length);
+    req->set_repair(repair);
     std::function<Result<net::Reply>(std::shared_ptr<pb::ResyncPutReq>)> call =
-        [this, &w, bytes, n](std::shared_ptr<pb::ResyncPutReq> r) {
+        [this, &to_addr, bytes, n](std::shared_ptr<pb::ResyncPutReq> r) {
           std::vector<net::ConstSpan> data;
           if (n > 0)
             data.push_back(net::ConstSpan{bytes, static_cast<size_t>(n)});
-          return CallPeer(w.member_addr, net::MsgType::kResyncPut,
-                          std::make_shared<pb::ResyncPutReq>(*r), std::move(data));
+          return CallPeer(to_addr, net::MsgType::kResyncPut, std::make_shared<pb::ResyncPutReq>(*r),
+                          std::move(data));
         };
     Result<net::Reply> r = CallMember<pb::ResyncPutReq>(current, call, req, stopping);
     if (!r.ok())
       return r.status();
     off += n;
     resync_bytes_.fetch_add(n);
-    {
-      std::lock_guard<std::mutex> lock(resync_mu_);
-      auto it = resyncs_.find({w.chain, w.member, w.since});
-      if (it != resyncs_.end())
-        it->second.set_bytes_copied(it->second.bytes_copied() + n);
-    }
-    if (!ResyncPace(n))
+    if (!Pace(pacer, rate, n))
       return Status::Aborted("stopping");
   } while (off < length);
-  resync_copied_.fetch_add(1);
   return Status::OK();
 }
 
@@ -364,7 +380,7 @@ void OssServer::HandleResyncPut(net::ServerCall call) {
   st = ChainGate(req->chain(), req->chain_version(), req->ost(), false, &route);
   if (!st.ok())
     return call.ReplyError(st);
-  if (route.serving) {
+  if (route.serving && !req->repair()) {
     // A serving copy is as good as the head's: never overwritten by a resync.
     return call.ReplyError(Status::InvalidArgument(fmt::format(
         "OST {} serves chain {}: it takes no resync copy", req->ost(), req->chain() - kChainBase)));

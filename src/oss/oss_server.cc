@@ -84,6 +84,7 @@ Status OssServer::Start() {
   }
   pool_ = std::make_unique<ThreadPool>(2, 4096, "oss-blk");
   resync_pool_ = std::make_unique<ThreadPool>(1, 256, "oss-resync");
+  repair_pool_ = std::make_unique<ThreadPool>(1, 256, "oss-repair");
   read_pool_ = std::make_shared<ReadBufferPool>(options_.read_pool_bytes);
   for (const auto& [index, dir] : options_.osts) {
     if (osts_.count(index) != 0) {
@@ -166,6 +167,8 @@ Status OssServer::Start() {
   heartbeat_ = std::thread([this] { HeartbeatLoop(); });
   writeback_ = std::thread([this] { WritebackLoop(); });  // also collects tombstones
   resync_ = std::thread([this] { ResyncLoop(); });
+  if (options_.scrub_bytes_per_s > 0)
+    scrub_ = std::thread([this] { ScrubLoop(); });
   return Status::OK();
 }
 
@@ -197,6 +200,10 @@ void OssServer::Stop() {
     writeback_.join();
   if (resync_.joinable())
     resync_.join();
+  if (scrub_.joinable())
+    scrub_.join();
+  if (repair_pool_ != nullptr)
+    repair_pool_->Stop();
   if (resync_pool_ != nullptr)
     resync_pool_->Stop();
   if (router_ != nullptr)
@@ -288,6 +295,9 @@ void OssServer::RegisterHandlers() {
   rpc_->Register(MsgType::kResyncCheck,
                  [this](net::ServerCall c) { HandleResyncCheck(std::move(c)); });
   rpc_->Register(MsgType::kResyncPut, [this](net::ServerCall c) { HandleResyncPut(std::move(c)); });
+  rpc_->Register(MsgType::kRepair, [this](net::ServerCall c) { HandleRepair(std::move(c)); });
+  rpc_->Register(MsgType::kRepairPush,
+                 [this](net::ServerCall c) { HandleRepairPush(std::move(c)); });
 }
 
 namespace {
@@ -909,6 +919,7 @@ void OssServer::HeartbeatLoop() {
       pb::OstInfo* info = out->Add();
       FillOstInfo(index, addr, *fs, info);
       info->set_incarnation(store->incarnation());
+      *info->mutable_scrub() = scrub_stats(index);
     }
   };
   // Waits `ms` or until Stop; returns false when stopping.

@@ -115,6 +115,10 @@ class OssServer {
     // Resync (docs/design.md "Replication"): bytes per second this OSS copies to members that
     // catch up or are rebuilt, so the copy leaves the disks to the jobs. 0: unbounded.
     uint64_t resync_bytes_per_s = uint64_t{128} << 20;
+    // Scrubbing (docs/design.md "Scrubbing"): bytes per second the scrubber re-reads and
+    // verifies, over all OSTs (0: no scrubber), and the pause between two whole passes.
+    uint64_t scrub_bytes_per_s = uint64_t{16} << 20;
+    uint32_t scrub_pause_ms = 3600 * 1000;
   };
 
   explicit OssServer(Options options);
@@ -143,6 +147,8 @@ class OssServer {
   // Resyncs this OSS ran as a chain's head: objects it copied and bytes, since start.
   uint64_t resync_objects_copied() const { return resync_copied_.load(); }
   uint64_t resync_bytes_copied() const { return resync_bytes_.load(); }
+  // The scrubber's counts for OST `ost` (zeros when it has none).
+  pb::ScrubStats scrub_stats(uint32_t ost) const;
   // The RPC server, for requests made in-process (RpcServer::TEST_Dispatch; fuzzing).
   net::RpcServer* TEST_rpc() { return rpc_.get(); }
   // The bound metrics port (after Start; 0 when metrics are off).
@@ -200,6 +206,24 @@ class OssServer {
   bool RunResync(const ChainRouter::ResyncWork& w);
   // Copies one object to the member under the head's write order. Adds the bytes sent.
   Status CopyObject(const ChainRouter::ResyncWork& w, OstStore* store, const ObjectId& id);
+  // Sends this OSS's copy of `id` on OST `from` (verified) to member `to` of `chain` at
+  // `to_addr` in ResyncPut pieces; the caller holds the head's write order of the object.
+  // `current` gives the chain's version, false when the copy is no longer wanted.
+  struct Pacer {
+    int64_t start_ms = 0;
+    uint64_t bytes = 0;
+  };
+  Status SendCopy(uint32_t chain,
+                  OstStore* from,
+                  const ObjectId& id,
+                  uint32_t to,
+                  const std::string& to_addr,
+                  bool repair,
+                  const std::function<bool(uint64_t*)>& current,
+                  uint64_t rate,
+                  Pacer* pacer);
+  // Sleeps as long as `rate` bytes/s asks for `bytes` more; false when stopping.
+  bool Pace(Pacer* p, uint64_t rate, uint64_t bytes);
   // A request to a peer OSS, waited for (resync thread only).
   Result<net::Reply> CallPeer(const std::string& addr,
                               net::MsgType type,
@@ -207,9 +231,17 @@ class OssServer {
                               std::vector<net::ConstSpan> data);
   // Whether `w` is still to do: the member syncing since w.since and a local OST the head.
   bool ResyncCurrent(const ChainRouter::ResyncWork& w, uint64_t* version) const;
-  // Sleeps as long as the resync bandwidth bound asks for `bytes` more; false when stopping.
-  bool ResyncPace(uint64_t bytes);
   bool Stopping();
+  // Scrubbing (oss_scrub.cc).
+  void ScrubLoop();
+  // Verifies one object; a bad one is repaired from a good copy when it has one. Counts in st.
+  void ScrubObject(OstStore* store, const ObjectId& id, uint32_t chain, pb::ScrubStats* st);
+  // Asks the head of `chain` (this OSS, or another) to rewrite this OSS's copy on `bad`.
+  Status RequestRepair(uint32_t chain, uint32_t bad, const ObjectId& id);
+  // At the head: rewrites member `bad`'s copy from the first good one, under the write order.
+  Status Repair(uint32_t chain, uint32_t bad, const ObjectId& id);
+  void HandleRepair(net::ServerCall call);
+  void HandleRepairPush(net::ServerCall call);
   void HandleRead(net::ServerCall call);
   // Reads the object (or, `staged`, the staging object of its restore in progress: a pin the
   // read gives back when it is over).
@@ -270,15 +302,22 @@ class OssServer {
   std::thread heartbeat_;
   std::thread writeback_;
   std::thread resync_;
-  std::unique_ptr<ThreadPool> resync_pool_;  // the member's digests (HandleResyncCheck)
+  std::unique_ptr<ThreadPool> resync_pool_;  // the member's digests, a source's repair pushes
+  std::unique_ptr<ThreadPool> repair_pool_;  // repairs this OSS runs as a chain's head
+  std::thread scrub_;
+  mutable std::mutex scrub_mu_;
+  std::map<uint32_t, pb::ScrubStats> scrub_stats_;      // by OST; guarded by scrub_mu_
+  std::set<std::pair<uint32_t, ObjectId>> scrub_lost_;  // (OST, object); guarded by scrub_mu_
+  Pacer scrub_pace_;                                    // scrub thread only
+  Pacer repair_pace_;                                   // repair pool (one thread) only
+  Pacer push_pace_;                                     // resync pool (one thread) only
   // Resyncs as head, by (chain, member, since): their progress for the heartbeat. Entries stay
   // (done ones too, resent) until the member is no longer syncing. Guarded by resync_mu_.
   std::mutex resync_mu_;
   std::map<std::tuple<uint32_t, uint32_t, uint64_t>, pb::ResyncProgress> resyncs_;
   std::atomic<uint64_t> resync_copied_{0};
   std::atomic<uint64_t> resync_bytes_{0};
-  int64_t pace_start_ms_ = 0;  // resync thread only
-  uint64_t pace_bytes_ = 0;
+  Pacer resync_pace_;  // resync thread only
 
   std::unique_ptr<metrics::Registry> metrics_;
   std::map<uint32_t, OstCounters> ost_counters_;  // fixed after Start

@@ -189,6 +189,8 @@ class OstStore {
   // Resync (docs/design.md "Replication"). The objects created under `chain` (their checksum
   // headers say so), in name order. Blocking.
   Result<std::vector<ObjectId>> ListChainObjects(uint32_t chain);
+  // Every object with the chain it was created under (0: none), in name order (the scrubber).
+  Result<std::vector<std::pair<ObjectId, uint32_t>>> ListObjects();
   struct Digest {
     bool exists = false;
     uint64_t length = 0;

@@ -208,6 +208,16 @@ Status OstStore::VerifyRange(const ObjectId& id, uint64_t offset, uint64_t lengt
 }
 
 Result<std::vector<ObjectId>> OstStore::ListChainObjects(uint32_t chain) {
+  CIUIC_ASSIGN_OR_RETURN(auto all, ListObjects());
+  std::vector<ObjectId> out;
+  for (const auto& [id, c] : all) {
+    if (c == chain)
+      out.push_back(id);
+  }
+  return out;
+}
+
+Result<std::vector<std::pair<ObjectId, uint32_t>>> OstStore::ListObjects() {
   if (!BeginOp())
     return Status::Unavailable(fmt::format("OST {} is shutting down", options_.index));
   struct End {
@@ -217,7 +227,7 @@ Result<std::vector<ObjectId>> OstStore::ListChainObjects(uint32_t chain) {
   Result<std::vector<std::string>> names = engine_->ListDir(objects_dir_);
   if (!names.ok())
     return OstError(names.status(), nullptr, "list objects");
-  std::vector<ObjectId> out;
+  std::vector<std::pair<ObjectId, uint32_t>> out;
   AlignedBuffer header(kCrcHeaderSize);
   for (const std::string& name : *names) {
     if (name.size() <= kCrcSuffix.size() ||
@@ -238,8 +248,7 @@ Result<std::vector<ObjectId>> OstStore::ListChainObjects(uint32_t chain) {
     if (!n.ok())
       return OstError(n.status(), &id, "read checksum header");
     Result<CrcHeader> h = CrcHeader::Decode(header.data(), *n);
-    if (h.ok() && h->chain == chain)
-      out.push_back(id);
+    out.emplace_back(id, h.ok() ? h->chain : 0);  // a torn header: recovery's business
   }
   std::sort(out.begin(), out.end());
   return out;

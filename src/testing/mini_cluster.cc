@@ -140,6 +140,8 @@ Status MiniCluster::StartOss(int i) {
   o.cold_tier_url = cold_tier_url_;
   o.hsm_fill_chunk = options_.hsm_fill_chunk;
   o.resync_bytes_per_s = options_.resync_bytes_per_s;
+  o.scrub_bytes_per_s = options_.scrub_bytes_per_s;
+  o.scrub_pause_ms = options_.scrub_pause_ms;
   if (static_cast<size_t>(i) < options_.host_labels.size())
     o.host_label = options_.host_labels[static_cast<size_t>(i)];
   if (!engines_.empty()) {

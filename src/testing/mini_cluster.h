@@ -63,6 +63,9 @@ struct MiniClusterOptions {
   std::vector<std::string> host_labels = {};
   // Bytes per second an OSS copies to a chain member that catches up (0: unbounded).
   uint64_t resync_bytes_per_s = uint64_t{128} << 20;
+  // The OSSes' scrubber: bytes per second (0: none) and the pause before each pass.
+  uint64_t scrub_bytes_per_s = 0;
+  uint32_t scrub_pause_ms = 1000;
 };
 
 class MiniCluster {
