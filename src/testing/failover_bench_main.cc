@@ -1,0 +1,328 @@
+// ciuic-failover-bench: sequential throughput of a replicated cluster through an OSS failure and
+// the resync that follows (docs/design.md "Replication", issue 15's benchmark).
+//
+// Usage: ciuic-failover-bench [--mode read|write] [--oss N] [--replicas R] [--size BYTES]
+//                             [--down-s S] [--bin-dir DIR] [--dir DIR]
+//
+// Starts `ciuic cluster up DIR --oss N --osts-per-oss 1 --replicas R`, writes one file of
+// --size, then reads it (or overwrites it) sequentially in 1 MiB requests without pause while:
+// 2 s pass ("before"); OSS 1 is killed with SIGKILL and stays down --down-s seconds ("failure");
+// it is started again and its copies catch up ("resync", until every chain serves); 2 s more
+// ("after"). Prints the throughput of each phase (mean, and the slowest 250 ms window), the time
+// from the kill to the chains without the dead OSS, and from its return to every chain serving.
+// Exits 1 when any request failed: with copies, a failure must cost the application nothing.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ciuic/client.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Args {
+  std::string mode = "read";
+  int oss = 3;
+  int replicas = 2;
+  uint64_t size = 512ull << 20;
+  int down_s = 8;
+  std::string bin_dir;
+  std::string dir;
+};
+
+[[noreturn]] void Usage(const std::string& why) {
+  std::fprintf(stderr,
+               "ciuic-failover-bench: %s\nusage: ciuic-failover-bench [--mode read|write] "
+               "[--oss N] [--replicas R] [--size BYTES] [--down-s S] [--bin-dir DIR] "
+               "[--dir DIR]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+uint64_t Number(const std::string& flag, const std::string& v, uint64_t lo, uint64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  uint64_t n = std::strtoull(v.c_str(), &end, 10);
+  uint64_t mult = 1;
+  if (end != nullptr && *end != '\0') {
+    const std::string suffix = end;
+    if (suffix == "K")
+      mult = 1ull << 10;
+    else if (suffix == "M")
+      mult = 1ull << 20;
+    else if (suffix == "G")
+      mult = 1ull << 30;
+    else
+      Usage(fmt::format("{} wants a number, not '{}'", flag, v));
+  }
+  n *= mult;
+  if (errno != 0 || v.empty() || n < lo || n > hi)
+    Usage(fmt::format("{} wants {}..{}, not '{}'", flag, lo, hi, v));
+  return n;
+}
+
+// Runs `ciuic ARGS` quietly; its exit code.
+int Ciuic(const Args& a, const std::string& args) {
+  const std::string cmd =
+      fmt::format("'{}/ciuic' {} >>'{}/failover-bench.log' 2>&1", a.bin_dir, args, a.dir);
+  return std::system(cmd.c_str());
+}
+
+// Sequential 1 MiB requests over the file, round and round, counting bytes and failures.
+struct Load {
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> failures{0};
+  std::atomic<bool> stop{false};
+  std::string first_error;
+  std::mutex mu;
+};
+
+void RunLoad(ciuic::Client* c, const Args& a, Load* load) {
+  auto f = c->Open("/bench/f", a.mode == "read" ? O_RDONLY : O_WRONLY);
+  if (!f.ok()) {
+    load->failures++;
+    std::lock_guard<std::mutex> lock(load->mu);
+    load->first_error = f.status().ToString();
+    return;
+  }
+  std::string buf(1 << 20, 'w');
+  uint64_t off = 0;
+  while (!load->stop.load()) {
+    ciuic::Result<size_t> n = a.mode == "read" ? (*f)->Pread(buf.data(), buf.size(), off)
+                                               : (*f)->Pwrite(buf.data(), buf.size(), off);
+    if (!n.ok()) {
+      load->failures++;
+      std::lock_guard<std::mutex> lock(load->mu);
+      if (load->first_error.empty())
+        load->first_error = n.status().ToString();
+      continue;
+    }
+    load->bytes += *n;
+    off += buf.size();
+    if (off >= a.size)
+      off = 0;
+    buf[0] = static_cast<char>(buf[0] + 1);  // writes change what they write
+  }
+  (*f)->Close().IgnoreError();  // the figures are taken; a failed close changes none
+}
+
+// Members not serving, over every chain; -1 when the table cannot be read.
+int NotServing(ciuic::Client* c) {
+  auto chains = c->Chains();
+  if (!chains.ok())
+    return -1;
+  int n = 0;
+  for (const auto& ch : *chains) {
+    for (const auto& m : ch.members)
+      n += m.state == "serving" ? 0 : 1;
+  }
+  return n;
+}
+
+struct Window {
+  int64_t t_ms;
+  double mbps;
+  int phase;
+};
+
+int Main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string f = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        Usage(f + " needs a value");
+      return argv[++i];
+    };
+    if (f == "--mode") {
+      a.mode = value();
+      if (a.mode != "read" && a.mode != "write")
+        Usage("--mode wants read or write");
+    } else if (f == "--oss") {
+      a.oss = static_cast<int>(Number(f, value(), 2, 64));
+    } else if (f == "--replicas") {
+      a.replicas = static_cast<int>(Number(f, value(), 2, 8));
+    } else if (f == "--size") {
+      a.size = Number(f, value(), 1ull << 20, 1ull << 40);
+    } else if (f == "--down-s") {
+      a.down_s = static_cast<int>(Number(f, value(), 1, 3600));
+    } else if (f == "--bin-dir") {
+      a.bin_dir = value();
+    } else if (f == "--dir") {
+      a.dir = value();
+    } else if (f == "--help" || f == "-h") {
+      Usage("a replicated cluster's throughput through an OSS failure and resync");
+    } else {
+      Usage(fmt::format("unknown option '{}'", f));
+    }
+  }
+  if (a.replicas > a.oss)
+    Usage("--replicas needs at least that many OSSes (--oss)");
+  if (a.bin_dir.empty()) {
+    std::error_code ec;
+    a.bin_dir = fs::read_symlink("/proc/self/exe", ec).parent_path().string();
+    if (!fs::exists(a.bin_dir + "/ciuic") && fs::exists(a.bin_dir + "/../../apps/ciuic"))
+      a.bin_dir += "/../../apps";
+  }
+  bool remove_dir = false;
+  if (a.dir.empty()) {
+    char tmpl[] = "/tmp/ciuic-failover-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr)
+      Usage("cannot make a temporary directory");
+    a.dir = tmpl;
+    remove_dir = true;
+  }
+  if (Ciuic(a, fmt::format("cluster up '{}' --oss {} --osts-per-oss 1 --replicas {} "
+                           "--timeout 60",
+                           a.dir, a.oss, a.replicas)) != 0) {
+    std::fprintf(stderr, "ciuic-failover-bench: cluster up failed (see %s/failover-bench.log)\n",
+                 a.dir.c_str());
+    return 1;
+  }
+  int rc = 0;
+  {
+    ciuic::ClientOptions co;
+    co.cluster_file = a.dir + "/cluster.conf";
+    auto c = ciuic::Client::Connect(co);
+    auto watch = ciuic::Client::Connect(co);
+    if (!c.ok() || !watch.ok()) {
+      std::fprintf(stderr, "ciuic-failover-bench: cannot connect\n");
+      return 1;
+    }
+    // The file, written once (the read mode's data; the write mode's first pass).
+    (*c)->Mkdir("/bench", 0755).IgnoreError();  // there from an earlier run is fine
+    {
+      auto f = (*c)->Open("/bench/f", O_CREAT | O_WRONLY | O_TRUNC, 0644);
+      std::string buf(1 << 20, 'a');
+      for (uint64_t off = 0; f.ok() && off < a.size; off += buf.size()) {
+        if (!(*f)->Pwrite(buf.data(), buf.size(), off).ok())
+          break;
+      }
+      if (!f.ok() || !(*f)->Fsync().ok() || !(*f)->Close().ok()) {
+        std::fprintf(stderr, "ciuic-failover-bench: writing the file failed\n");
+        return 1;
+      }
+    }
+    Load load;
+    std::vector<Window> windows;
+    std::atomic<int> phase{0};
+    std::atomic<bool> sampling{true};
+    std::thread io([&] { RunLoad(c->get(), a, &load); });
+    std::thread sampler([&] {
+      uint64_t last = load.bytes.load();
+      int64_t t = NowMs();
+      const int64_t t0 = t;
+      while (sampling.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        const int64_t now = NowMs();
+        const uint64_t b = load.bytes.load();
+        windows.push_back(Window{
+            now - t0, static_cast<double>(b - last) / 1e6 * 1000.0 / static_cast<double>(now - t),
+            phase.load()});
+        last = b;
+        t = now;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    // Failure: kill -9 of OSS 1.
+    long pid = 0;
+    std::ifstream(a.dir + "/run/oss1.pid") >> pid;
+    const int64_t t_kill = NowMs();
+    phase = 1;
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), SIGKILL) != 0) {
+      std::fprintf(stderr, "ciuic-failover-bench: cannot kill oss1\n");
+      rc = 1;
+    }
+    int64_t t_chains = -1;
+    while (NowMs() - t_kill < int64_t{a.down_s} * 1000) {
+      if (t_chains < 0 && NotServing(watch->get()) > 0)
+        t_chains = NowMs();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    // Return: `cluster up` starts what is not running; its copies catch up.
+    const int64_t t_back = NowMs();
+    phase = 2;
+    if (Ciuic(a, fmt::format("cluster up '{}' --timeout 60", a.dir)) != 0)
+      rc = 1;
+    int64_t t_synced = -1;
+    while (NowMs() - t_back < 300000) {
+      if (NotServing(watch->get()) == 0) {
+        t_synced = NowMs();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    phase = 3;
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    load.stop = true;
+    io.join();
+    sampling = false;
+    sampler.join();
+
+    const char* names[] = {"before", "failure", "resync", "after"};
+    fmt::print("ciuic-failover-bench: {} of a {} MiB file, {} OSSes, {} copies\n", a.mode,
+               a.size >> 20, a.oss, a.replicas);
+    fmt::print("{:<8} {:>8} {:>10} {:>16}\n", "phase", "seconds", "MB/s", "slowest 250 ms");
+    for (int p = 0; p < 4; ++p) {
+      double sum = 0, slowest = -1;
+      int n = 0;
+      for (const Window& w : windows) {
+        if (w.phase != p)
+          continue;
+        sum += w.mbps;
+        slowest = slowest < 0 ? w.mbps : std::min(slowest, w.mbps);
+        ++n;
+      }
+      fmt::print("{:<8} {:>8.1f} {:>10.0f} {:>16.0f}\n", names[p], n * 0.25, n ? sum / n : 0.0,
+                 slowest < 0 ? 0.0 : slowest);
+    }
+    if (t_chains >= 0) {
+      fmt::print("kill -9 of oss1 to chains without it: {:.2f} s\n",
+                 static_cast<double>(t_chains - t_kill) / 1000.0);
+    } else {
+      fmt::print("kill -9 of oss1 to chains without it: not within {} s\n", a.down_s);
+    }
+    if (t_synced >= 0) {
+      fmt::print("oss1 back to every chain serving: {:.2f} s\n",
+                 static_cast<double>(t_synced - t_back) / 1000.0);
+    } else {
+      fmt::print("oss1 back to every chain serving: not within 300 s\n");
+      rc = 1;
+    }
+    fmt::print("failed requests: {}{}\n", load.failures.load(),
+               load.first_error.empty() ? "" : " (first: " + load.first_error + ")");
+    if (load.failures.load() != 0)
+      rc = 1;
+  }
+  Ciuic(a, fmt::format("cluster down '{}'", a.dir));
+  if (remove_dir && rc == 0) {
+    std::error_code ec;
+    fs::remove_all(a.dir, ec);
+  }
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return Main(argc, argv);
+}
