@@ -923,6 +923,30 @@ int CmdDf(bool human) {
                fmt_sz(sf->cold_bytes), sf->cold_files, sf->released_files,
                fmt_sz(sf->released_bytes), sf->dirty_files);
   }
+  // Replication: how many chains (and so the objects that name them) run on fewer copies.
+  auto chains = (*c)->Chains();
+  if (chains.ok() && !chains->empty()) {
+    std::map<uint32_t, std::string> ost_state;
+    for (const auto& o : *map)
+      ost_state[o.index] = o.state;
+    size_t degraded = 0, syncing = 0, unavailable = 0;
+    for (const auto& ch : *chains) {
+      bool all = true, any = false, sync = false;
+      for (const auto& m : ch.members) {
+        const bool up = ost_state[m.ost] != "down";
+        all &= m.state == "serving" && up;
+        any |= m.state == "serving" && up;
+        sync |= m.state == "syncing";
+      }
+      degraded += all ? 0 : 1;
+      syncing += sync ? 1 : 0;
+      unavailable += any ? 0 : 1;
+    }
+    fmt::print(
+        "replication: {} chains, {} degraded ({} catching up), {} without a serving copy{}\n",
+        chains->size(), degraded, syncing, unavailable,
+        degraded > 0 ? " (ciuic cluster status names them)" : "");
+  }
   return 0;
 }
 
