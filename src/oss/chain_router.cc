@@ -279,6 +279,69 @@ void ChainRouter::OrderedEnd(const ObjectId& id, uint64_t offset, uint64_t len) 
     f();
 }
 
+void ChainRouter::MarkDirty(const ObjectId& id, uint64_t offset, uint64_t len) {
+  std::lock_guard lock(dirty_mu_);
+  dirty_[id].ranges.push_back(DirtyRange{++dirty_seq_, offset, len});
+}
+
+void ChainRouter::ClearDirty(const ObjectId& id, uint64_t offset, uint64_t len) {
+  std::vector<std::function<void()>> ready;
+  {
+    std::lock_guard lock(dirty_mu_);
+    auto it = dirty_.find(id);
+    if (it == dirty_.end())
+      return;
+    Dirty& d = it->second;
+    for (auto r = d.ranges.begin(); r != d.ranges.end(); ++r) {
+      if (r->offset == offset && r->len == len) {
+        d.ranges.erase(r);
+        break;
+      }
+    }
+    std::vector<CleanWaiter> still;
+    for (CleanWaiter& w : d.waiting) {
+      bool blocked = false;
+      for (const DirtyRange& r : d.ranges)
+        blocked |= r.seq <= w.upto && Overlaps(r.offset, r.len, w.offset, w.len);
+      if (blocked) {
+        still.push_back(std::move(w));
+      } else {
+        ready.push_back(std::move(w.fn));
+      }
+    }
+    d.waiting = std::move(still);
+    if (d.ranges.empty() && d.waiting.empty())
+      dirty_.erase(it);
+  }
+  for (auto& f : ready)
+    f();
+}
+
+void ChainRouter::WhenClean(const ObjectId& id,
+                            uint64_t offset,
+                            uint64_t len,
+                            std::function<void()> fn) {
+  {
+    std::lock_guard lock(dirty_mu_);
+    auto it = dirty_.find(id);
+    if (it != dirty_.end()) {
+      bool blocked = false;
+      for (const DirtyRange& r : it->second.ranges)
+        blocked |= Overlaps(r.offset, r.len, offset, len);
+      if (blocked) {
+        it->second.waiting.push_back(CleanWaiter{dirty_seq_, offset, len, std::move(fn)});
+        return;
+      }
+    }
+  }
+  fn();
+}
+
+size_t ChainRouter::dirty_objects() const {
+  std::lock_guard lock(dirty_mu_);
+  return dirty_.size();
+}
+
 void ChainRouter::Close() {
   // Closed outside mu_: failing a channel's pending calls runs their callbacks, which take it.
   std::vector<std::shared_ptr<net::RpcChannel>> channels;

@@ -96,6 +96,17 @@ class ChainRouter {
       bool head, const ObjectId& id, uint64_t offset, uint64_t len, std::function<void()> start);
   void OrderedEnd(const ObjectId& id, uint64_t offset, uint64_t len);
 
+  // Reads see committed bytes only (CRAQ's clean reads): a chain write or punch marks its range
+  // dirty at every member from when it starts here until the chain's answer is back (then the
+  // tail applied it); a read of a dirty range waits until the writes that were in flight when it
+  // came are committed, so a copy never answers with bytes that another copy may not have.
+  // Later writes do not hold it up. WhenClean runs `fn` now or on the thread that clears.
+  void MarkDirty(const ObjectId& id, uint64_t offset, uint64_t len);
+  void ClearDirty(const ObjectId& id, uint64_t offset, uint64_t len);
+  void WhenClean(const ObjectId& id, uint64_t offset, uint64_t len, std::function<void()> fn);
+  // Objects with dirty ranges or reads waiting (tests).
+  size_t dirty_objects() const;
+
   // Closes the peer channels (at Stop).
   void Close();
 
@@ -129,6 +140,22 @@ class ChainRouter {
 
   std::mutex order_mu_;
   std::map<ObjectId, Ranges> order_;  // CIUIC_GUARDED_BY(order_mu_)
+
+  struct DirtyRange {
+    uint64_t seq, offset, len;
+  };
+  struct CleanWaiter {
+    uint64_t upto;  // waits for dirty ranges with seq <= upto only
+    uint64_t offset, len;
+    std::function<void()> fn;
+  };
+  struct Dirty {
+    std::vector<DirtyRange> ranges;
+    std::vector<CleanWaiter> waiting;
+  };
+  mutable std::mutex dirty_mu_;
+  std::map<ObjectId, Dirty> dirty_;  // CIUIC_GUARDED_BY(dirty_mu_)
+  uint64_t dirty_seq_ = 0;           // CIUIC_GUARDED_BY(dirty_mu_)
 };
 
 }  // namespace ciuic::oss

@@ -115,6 +115,7 @@ void OssServer::ChainWrite(net::ServerCall call, OstStore* store, pb::WriteReq r
     j->left = route.has_next ? 2 : 1;
     j->next_ost = route.next_ost;
     auto finish = [this, c, r, id, bytes, route, j] {
+      router_->ClearDirty(id, r->offset(), bytes);  // committed: the tail answered
       if (route.head)
         router_->OrderedEnd(id, r->offset(), bytes);
       ReleaseBudget(bytes);
@@ -138,23 +139,25 @@ void OssServer::ChainWrite(net::ServerCall call, OstStore* store, pb::WriteReq r
       }
       c->Reply(resp);
     };
+    router_->MarkDirty(id, r->offset(), bytes);
     OpBegin(m, OstOp::kWrite);
-    store->WriteAsync(id, r->offset(), &c->data(),
-                      [this, store, id, m, bytes, r, j, finish](Result<uint64_t> w) {
-                        OpEnd(m, OstOp::kWrite, w.ok(), 0, bytes);
-                        if (w.ok())
-                          j->length = *w;
-                        if (!w.ok() || !r->sync()) {
-                          if (j->Done(w.ok() ? Status::OK() : w.status()))
-                            finish();
-                          return;
-                        }
-                        store->SyncAsync({id}, [j, finish](Status s) {
-                          if (j->Done(s))
-                            finish();
-                        });
-                      },
-                      r->chain());
+    store->WriteAsync(
+        id, r->offset(), &c->data(),
+        [this, store, id, m, bytes, r, j, finish](Result<uint64_t> w) {
+          OpEnd(m, OstOp::kWrite, w.ok(), 0, bytes);
+          if (w.ok())
+            j->length = *w;
+          if (!w.ok() || !r->sync()) {
+            if (j->Done(w.ok() ? Status::OK() : w.status()))
+              finish();
+            return;
+          }
+          store->SyncAsync({id}, [j, finish](Status s) {
+            if (j->Done(s))
+              finish();
+          });
+        },
+        r->chain());
     if (route.has_next) {
       auto fwd = std::make_shared<pb::WriteReq>(*r);
       fwd->set_ost(route.next_ost);
@@ -217,12 +220,14 @@ void OssServer::ChainPunch(net::ServerCall call, OstStore* store, pb::PunchReq r
     auto j = std::make_shared<Join>();
     j->left = route.has_next ? 2 : 1;
     auto finish = [this, c, r, id, route, j, span] {
+      router_->ClearDirty(id, r->length(), span);
       if (route.head)
         router_->OrderedEnd(id, r->length(), span);
       if (!j->first.ok())
         return c->ReplyError(j->first);
       c->Reply(pb::PunchResp());
     };
+    router_->MarkDirty(id, r->length(), span);
     OpBegin(m, OstOp::kPunch);
     store->PunchAsync(id, r->length(), [this, m, j, finish](Status s) {
       OpEnd(m, OstOp::kPunch, s.ok());

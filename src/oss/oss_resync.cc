@@ -392,25 +392,38 @@ void OssServer::HandleResyncPut(net::ServerCall call) {
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   // The last piece is synced before the answer: a member serves only copies on its disk.
   const bool last = req->offset() + c->data().size() == req->length();
-  auto write = [c, req, store, id, last] {
+  auto sync = [c, store, id] {
+    store->SyncAsync({id}, [c](Status s) {
+      if (!s.ok())
+        return c->ReplyError(s);
+      c->Reply(pb::ResyncPutResp());
+    });
+  };
+  auto write = [c, req, store, id, last, sync] {
     store->WriteAsync(
         id, req->offset(), &c->data(),
-        [c, store, id, last](Result<uint64_t> w) {
+        [c, req, store, id, last, sync](Result<uint64_t> w) {
           if (!w.ok())
             return c->ReplyError(w.status());
           if (!last)
             return c->Reply(pb::ResyncPutResp());
-          store->SyncAsync({id}, [c](Status s) {
+          if (!req->repair() || *w <= req->length())
+            return sync();
+          // A repair rewrote the copy in place; what it held beyond the good length goes.
+          store->PunchAsync(id, req->length(), [c, sync](Status s) {
             if (!s.ok())
               return c->ReplyError(s);
-            c->Reply(pb::ResyncPutResp());
+            sync();
           });
         },
         req->chain());
   };
-  if (req->offset() != 0)
+  // A repair rewrites a serving copy in place, piece by piece, so its readers see good bytes or
+  // blocks that still fail their checksums (read from another copy), never a cut object.
+  if (req->offset() != 0 || req->repair())
     return write();
-  // The first piece empties the member's copy: what it held beyond the head's length goes.
+  // A resync's first piece empties the member's copy: what it held beyond the head's length
+  // goes (a syncing member serves no read meanwhile).
   store->PunchAsync(id, 0, [c, write](Status s) {
     if (!s.ok())
       return c->ReplyError(s);

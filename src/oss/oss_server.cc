@@ -384,6 +384,13 @@ void OssServer::HandleRead(net::ServerCall call) {
     st = ChainGate(req.chain(), req.chain_version(), req.ost(), true, &route);
     if (!st.ok())
       return call.ReplyError(st);
+    // Committed bytes only: a range with a chain write in flight here waits for its commit.
+    CountRead(req.obj());
+    auto c = std::make_shared<net::ServerCall>(std::move(call));
+    auto r = std::make_shared<pb::ReadReq>(std::move(req));
+    router_->WhenClean(net::FromPb(r->obj()), r->offset(), r->length(),
+                       [this, c, r, store] { ReadObject(std::move(*c), store, *r, nullptr); });
+    return;
   }
   CountRead(req.obj());
   if (mover_ != nullptr) {

@@ -665,7 +665,10 @@ class Writer {
 
 // kill -9 (a stop) or a power cut of an OSS under concurrent fsynced writes, which go on while
 // it catches up: no write fails, and its copies then hold every acknowledged byte alone.
-void KillCatchUpAndServe(bool power_cut) {
+enum class Outage { kKill, kPowerCut, kReplacedEmpty };
+
+void KillCatchUpAndServe(Outage outage) {
+  const bool power_cut = outage == Outage::kPowerCut;
   MiniClusterOptions o;
   o.osts_per_oss = 1;
   o.power_loss = power_cut;
@@ -682,6 +685,12 @@ void KillCatchUpAndServe(bool power_cut) {
       ASSERT_TRUE(cluster->PowerCycleOss(1).ok());
     } else {
       ASSERT_TRUE(cluster->StopOss(1).ok());
+      if (outage == Outage::kReplacedEmpty) {
+        std::error_code ec;
+        std::filesystem::remove_all(cluster->OstDir(1), ec);
+        ASSERT_FALSE(ec) << ec.message();
+        std::filesystem::create_directories(cluster->OstDir(1), ec);
+      }
       // A file written whole while the OSS is out: its copies must come over.
       EXPECT_TRUE(WaitOffline(c.get(), "/f0", 1, 1));
       during = Pattern(1 << 20, 301);
@@ -703,11 +712,15 @@ void KillCatchUpAndServe(bool power_cut) {
 }
 
 TEST(ReplicationTest, AKilledOssCatchesUpUnderWritesAndThenServesAlone) {
-  KillCatchUpAndServe(false);
+  KillCatchUpAndServe(Outage::kKill);
 }
 
 TEST(ReplicationTest, AnOssThatLostPowerCatchesUpUnderWritesAndThenServesAlone) {
-  KillCatchUpAndServe(true);
+  KillCatchUpAndServe(Outage::kPowerCut);
+}
+
+TEST(ReplicationTest, AnOstReplacedEmptyIsRebuiltUnderWritesAndThenServesAlone) {
+  KillCatchUpAndServe(Outage::kReplacedEmpty);
 }
 
 // Scrub counts summed over the OSTs.
