@@ -183,6 +183,7 @@ int Run(int argc, char** argv) {
   if (host_label.size() > 256)
     return Fail("--host-label is longer than 256 bytes");
   o.host_label = host_label;
+  o.busy_wait_ms = 10000;  // a killed predecessor may still be exiting (`cluster up` restarts)
   if (resync_mbps > (uint64_t{1} << 40))
     return Fail("--resync-mbps is out of range");
   o.resync_bytes_per_s = resync_mbps << 20;

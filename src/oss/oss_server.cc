@@ -99,7 +99,19 @@ Status OssServer::Start() {
     o.max_cached_objects = options_.max_open_objects_per_ost;
     o.read_pool = read_pool_;
     o.tombstone_grace = std::chrono::milliseconds(options_.tombstone_grace_ms);
-    CIUIC_ASSIGN_OR_RETURN(osts_[index], OstStore::Open(std::move(o)));
+    const int64_t deadline = MonoMillis() + options_.busy_wait_ms;
+    Result<std::unique_ptr<OstStore>> opened = OstStore::Open(o);
+    bool said = false;
+    while (!opened.ok() && opened.status().code() == StatusCode::kBusy && MonoMillis() < deadline) {
+      if (!std::exchange(said, true))
+        LOG_WARN("{}; waiting up to {} ms for it to exit", opened.status().message(),
+                 options_.busy_wait_ms);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      opened = OstStore::Open(o);
+    }
+    if (!opened.ok())
+      return opened.status();
+    osts_[index] = std::move(*opened);
   }
   LOG_INFO("serving {} OST(s) with the {} IO engine", osts_.size(), engine_->name());
   if (!options_.cold_tier_url.empty()) {

@@ -119,6 +119,10 @@ class OssServer {
     // verifies, over all OSTs (0: no scrubber), and the pause between two whole passes.
     uint64_t scrub_bytes_per_s = uint64_t{16} << 20;
     uint32_t scrub_pause_ms = 3600 * 1000;
+    // An OST whose lock another process holds is tried again for this long before Start fails
+    // with kBusy: a killed predecessor's last threads may still be exiting (its main thread a
+    // zombie already) when a supervisor starts the next one.
+    uint32_t busy_wait_ms = 0;
   };
 
   explicit OssServer(Options options);
