@@ -349,10 +349,7 @@ void OstStore::CacheInsertLocked(const ObjectRef& obj, bool recent) {
   cache_[obj->id] = obj;
 }
 
-void OstStore::GetObjectAsync(const ObjectId& id,
-                              bool create,
-                              ObjectCallback cb,
-                              uint32_t chain) {
+void OstStore::GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb, uint32_t chain) {
   if (ObjectRef obj = CachedObject(id)) {
     cb(std::move(obj));
     return;
@@ -687,11 +684,8 @@ void OstStore::AcquireExclusiveBlocking(const ObjectRef& obj) {
 // ---------------------------------------------------------------------------------------------
 // Write pipeline.
 
-void OstStore::WriteAsync(const ObjectId& id,
-                          uint64_t offset,
-                          AlignedBuffer* data,
-                          WriteCallback cb,
-                          uint32_t chain) {
+void OstStore::WriteAsync(
+    const ObjectId& id, uint64_t offset, AlignedBuffer* data, WriteCallback cb, uint32_t chain) {
   if (!BeginOp()) {
     cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
     return;
