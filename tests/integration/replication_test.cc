@@ -769,24 +769,43 @@ TEST(ReplicationTest, TheScrubberRepairsBadCopiesFromGoodOnes) {
   ASSERT_TRUE(ss.ok() && sl.ok());
   Corrupt(cluster.get(), sl->components[0].osts[0],
           ObjectId{Fid{ss->ino, ss->fid_mds, ss->fid_ver}, sl->components[0].id, 0}, 100);
+  // Both copies of a replicated object: no good source, so lost on both OSTs, never served.
+  const std::string both = Pattern(50000, 14);
+  ASSERT_TRUE(WriteWithLayout(c.get(), "/both", both, Replicated(1, 2)).ok());
+  auto bs = c->Stat("/both");
+  auto bl = c->GetLayout("/both");
+  ASSERT_TRUE(bs.ok() && bl.ok());
+  const ObjectId both_obj{Fid{bs->ino, bs->fid_mds, bs->fid_ver}, bl->components[0].id, 0};
+  const std::vector<ChainStatus> both_chains = ChainsOf(c.get(), "/both");
+  ASSERT_EQ(both_chains.size(), 1u);
+  for (const auto& m : both_chains[0].members)
+    Corrupt(cluster.get(), m.ost, both_obj, 200);
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   OstStatus::Scrub t;
   while (std::chrono::steady_clock::now() < deadline) {
     t = ScrubTotals(c.get());
-    if (t.repaired >= 2 && t.lost >= 1)
+    if (t.repaired >= 2 && t.lost >= 3)
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(t.repaired, 2u);
-  EXPECT_EQ(t.lost, 1u);
-  EXPECT_EQ(t.bad, 3u);
+  EXPECT_EQ(t.lost, 3u);  // the one-copy object, and both copies of /both
+  EXPECT_EQ(t.bad, 5u);
   EXPECT_GT(t.bytes, uint64_t{4} << 20);
   // A second pass finds nothing new: the repaired copies verify.
   const uint64_t passes = t.passes;
   while (std::chrono::steady_clock::now() < deadline && ScrubTotals(c.get()).passes < passes + 2)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ(ScrubTotals(c.get()).bad, 3u);
+  EXPECT_EQ(ScrubTotals(c.get()).bad, 5u);
+  {
+    auto f = c->Open("/both", O_RDONLY);
+    ASSERT_TRUE(f.ok());
+    std::string buf(4096, '\0');
+    auto n = (*f)->Pread(buf.data(), buf.size(), 0);
+    ASSERT_FALSE(n.ok());
+    EXPECT_EQ(n.status().code(), StatusCode::kCorruption) << n.status().ToString();
+  }
   // Each copy, alone, holds every byte.
   ExpectServedBy(cluster.get(), 1, files);
   ASSERT_TRUE(cluster->RestartOss(0).ok());
