@@ -14,6 +14,7 @@
 //
 // A resync cut short (the head stops, the chain changes) is started again from the beginning by
 // whichever OSS is then the head; the objects already copied compare equal and cost nothing.
+#include <condition_variable>
 #include <future>
 #include <thread>
 
@@ -32,6 +33,7 @@ namespace {
 
 constexpr size_t kCheckBatch = 128;    // digests per ResyncCheck
 constexpr uint64_t kPiece = 1u << 20;  // bytes per ResyncPut
+constexpr int kWindow = 4;             // ResyncPuts of one object in flight
 constexpr int kPeerTimeoutMs = 20000;  // per request
 constexpr int kRetries = 100;          // for a member that has not seen the chain version yet
 constexpr int kRetryMs = 100;
@@ -154,18 +156,38 @@ Status OssServer::SendCopy(uint32_t chain,
     return Status::OK();  // destroyed meanwhile: the destroy reached the member too
   const uint64_t length = st->length;
   auto stopping = [this] { return Stopping(); };
+  // The first piece (it empties a resync's copy) and the last (it syncs) go alone; the pieces
+  // between go kWindow at a time, so reading here, the wire and writing there overlap.
+  struct InFlight {
+    std::mutex mu;
+    std::condition_variable cv;
+    int n = 0;
+    Status first;
+  };
+  auto flight = std::make_shared<InFlight>();
+  auto drain = [&flight](int below) {
+    std::unique_lock<std::mutex> lock(flight->mu);
+    flight->cv.wait(lock, [&] { return flight->n < below; });
+    return flight->first;
+  };
   uint64_t off = 0;
   do {
     const uint64_t n = std::min(kPiece, length - off);
-    ReadResult rr;
+    std::shared_ptr<ReadResult> rr;
     const uint8_t* bytes = nullptr;
     if (n > 0) {
       Result<ReadResult> got = from->Read(id, off, n);
-      if (!got.ok())
+      if (!got.ok()) {
+        drain(1).IgnoreError();  // the read's error is the one to report
         return got.status();
-      rr = std::move(*got);
-      CIUIC_RETURN_IF_ERROR(VerifyReadResult(rr, from->index(), id));
-      bytes = rr.data->data() + (off - rr.aligned_offset);
+      }
+      rr = std::make_shared<ReadResult>(std::move(*got));
+      Status v = VerifyReadResult(*rr, from->index(), id);
+      if (!v.ok()) {
+        drain(1).IgnoreError();  // the bad block is the error to report
+        return v;
+      }
+      bytes = rr->data->data() + (off - rr->aligned_offset);
     }
     auto req = std::make_shared<pb::ResyncPutReq>();
     req->set_chain(chain);
@@ -174,23 +196,49 @@ Status OssServer::SendCopy(uint32_t chain,
     req->set_offset(off);
     req->set_length(length);
     req->set_repair(repair);
-    std::function<Result<net::Reply>(std::shared_ptr<pb::ResyncPutReq>)> call =
-        [this, &to_addr, bytes, n](std::shared_ptr<pb::ResyncPutReq> r) {
-          std::vector<net::ConstSpan> data;
-          if (n > 0)
-            data.push_back(net::ConstSpan{bytes, static_cast<size_t>(n)});
-          return CallPeer(to_addr, net::MsgType::kResyncPut, std::make_shared<pb::ResyncPutReq>(*r),
-                          std::move(data));
-        };
-    Result<net::Reply> r = CallMember<pb::ResyncPutReq>(current, call, req, stopping);
-    if (!r.ok())
-      return r.status();
+    const bool alone = off == 0 || off + n >= length;
+    if (alone) {
+      CIUIC_RETURN_IF_ERROR(drain(1));
+      std::function<Result<net::Reply>(std::shared_ptr<pb::ResyncPutReq>)> call =
+          [this, &to_addr, bytes, n](std::shared_ptr<pb::ResyncPutReq> r) {
+            std::vector<net::ConstSpan> data;
+            if (n > 0)
+              data.push_back(net::ConstSpan{bytes, static_cast<size_t>(n)});
+            return CallPeer(to_addr, net::MsgType::kResyncPut,
+                            std::make_shared<pb::ResyncPutReq>(*r), std::move(data));
+          };
+      Result<net::Reply> r = CallMember<pb::ResyncPutReq>(current, call, req, stopping);
+      if (!r.ok())
+        return r.status();
+    } else {
+      CIUIC_RETURN_IF_ERROR(drain(kWindow));
+      uint64_t version = 0;
+      if (!current(&version))
+        return Status::Aborted("the chain changed");
+      req->set_chain_version(version);
+      {
+        std::lock_guard<std::mutex> lock(flight->mu);
+        ++flight->n;
+      }
+      // `rr` keeps the bytes alive until the answer.
+      router_->Call(to_addr, net::MsgType::kResyncPut, req,
+                    {net::ConstSpan{bytes, static_cast<size_t>(n)}}, kPeerTimeoutMs,
+                    [flight, rr](Result<net::Reply> r) {
+                      std::lock_guard<std::mutex> lock(flight->mu);
+                      if (!r.ok() && flight->first.ok())
+                        flight->first = r.status();
+                      --flight->n;
+                      flight->cv.notify_all();
+                    });
+    }
     off += n;
     resync_bytes_.fetch_add(n);
-    if (!Pace(pacer, rate, n))
+    if (!Pace(pacer, rate, n)) {
+      drain(1).IgnoreError();  // stopping: what is in flight ends either way
       return Status::Aborted("stopping");
+    }
   } while (off < length);
-  return Status::OK();
+  return drain(1);
 }
 
 bool OssServer::RunResync(const ChainRouter::ResyncWork& w) {

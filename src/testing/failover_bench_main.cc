@@ -11,6 +11,7 @@
 // ("after"). Prints the throughput of each phase (mean, and the slowest 250 ms window), the time
 // from the kill to the chains without the dead OSS, and from its return to every chain serving.
 // Exits 1 when any request failed: with copies, a failure must cost the application nothing.
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -136,6 +138,58 @@ int NotServing(ciuic::Client* c) {
       n += m.state == "serving" ? 0 : 1;
   }
   return n;
+}
+
+// Bytes the chains' heads copied to OSS 1's members, summed from the MDS log's "caught up"
+// lines written after `skip` bytes of it.
+uint64_t ResyncBytes(const Args& a, std::streamoff skip) {
+  std::ifstream in(a.dir + "/logs/mds.log");
+  in.seekg(skip);
+  std::string line;
+  uint64_t total = 0;
+  while (std::getline(in, line)) {
+    const auto at = line.find("caught up in chain");
+    const auto end = line.find(" bytes copied)");
+    if (at == std::string::npos || end == std::string::npos)
+      continue;
+    const auto start = line.rfind(' ', end - 1);
+    total += std::strtoull(line.c_str() + start + 1, nullptr, 10);
+  }
+  return total;
+}
+
+std::streamoff LogSize(const Args& a) {
+  std::error_code ec;
+  const auto n = fs::file_size(a.dir + "/logs/mds.log", ec);
+  return ec ? 0 : static_cast<std::streamoff>(n);
+}
+
+// The disk's sequential write throughput where the cluster lives: 512 MiB in 1 MiB O_DIRECT
+// writes, then fsync; MB/s (0 when it cannot be measured).
+double DiskWriteMbps(const Args& a) {
+  const std::string path = a.dir + "/disk-probe";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  if (fd < 0)
+    return 0;
+  void* buf = nullptr;
+  if (::posix_memalign(&buf, 4096, 1 << 20) != 0) {
+    ::close(fd);
+    return 0;
+  }
+  std::memset(buf, 'd', 1 << 20);
+  const int64_t t0 = NowMs();
+  uint64_t done = 0;
+  for (int i = 0; i < 512; ++i) {
+    if (::pwrite(fd, buf, 1 << 20, static_cast<off_t>(done)) != (1 << 20))
+      break;
+    done += 1 << 20;
+  }
+  ::fsync(fd);
+  const int64_t ms = std::max<int64_t>(1, NowMs() - t0);
+  ::close(fd);
+  ::unlink(path.c_str());
+  std::free(buf);
+  return static_cast<double>(done) / 1e6 * 1000.0 / static_cast<double>(ms);
 }
 
 struct Window {
@@ -259,6 +313,7 @@ int Main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     // Return: `cluster up` starts what is not running; its copies catch up.
+    const std::streamoff log_mark = LogSize(a);
     const int64_t t_back = NowMs();
     phase = 2;
     if (Ciuic(a, fmt::format("cluster up '{}' --timeout 60", a.dir)) != 0)
@@ -302,8 +357,15 @@ int Main(int argc, char** argv) {
       fmt::print("kill -9 of oss1 to chains without it: not within {} s\n", a.down_s);
     }
     if (t_synced >= 0) {
-      fmt::print("oss1 back to every chain serving: {:.2f} s\n",
-                 static_cast<double>(t_synced - t_back) / 1000.0);
+      const double s = static_cast<double>(t_synced - t_back) / 1000.0;
+      const uint64_t copied = ResyncBytes(a, log_mark);
+      fmt::print(
+          "oss1 back to every chain serving: {:.2f} s; {} MiB copied to it ({:.0f} MB/s "
+          "over that time)\n",
+          s, copied >> 20, static_cast<double>(copied) / 1e6 / std::max(s, 0.001));
+      const double disk = DiskWriteMbps(a);
+      if (disk > 0)
+        fmt::print("the disk's sequential write (512 MiB, O_DIRECT): {:.0f} MB/s\n", disk);
     } else {
       fmt::print("oss1 back to every chain serving: not within 300 s\n");
       rc = 1;
