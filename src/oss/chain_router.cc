@@ -30,8 +30,18 @@ void ChainRouter::Update(const pb::GetOstMapResp& map) {
   if (map.chains_version() < version_)
     return;
   version_ = map.chains_version();
-  for (const auto& c : map.chains())
+  for (const auto& c : map.chains()) {
     chains_[c.id()] = c;
+    for (const auto& m : c.members()) {
+      if (m.state() == kSyncing)
+        seen_syncing_.insert({c.id(), m.ost()});
+    }
+  }
+}
+
+bool ChainRouter::SeenSyncing(uint32_t chain, uint32_t ost) const {
+  std::lock_guard lock(mu_);
+  return seen_syncing_.count({chain, ost}) != 0;
 }
 
 uint64_t ChainRouter::chains_version() const {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ class ChainRouter {
   void Update(const pb::GetOstMapResp& map);
   uint64_t chains_version() const;
   uint64_t map_version() const;
+  // Whether this process saw member `ost` of `chain` syncing: its copies were then rebuilt from
+  // the head's (and synced), so acknowledgements it gave in an earlier durability epoch are
+  // covered by the resync.
+  bool SeenSyncing(uint32_t chain, uint32_t ost) const;
   // True (once) when a request named a chain version newer than the table.
   bool TakeRefreshWanted();
 
@@ -131,12 +136,13 @@ class ChainRouter {
   const net::ChannelOptions peer_options_;
 
   mutable std::mutex mu_;
-  std::map<uint32_t, pb::Chain> chains_;      // CIUIC_GUARDED_BY(mu_)
-  std::map<uint32_t, std::string> ost_addr_;  // CIUIC_GUARDED_BY(mu_)
-  uint64_t version_ = 0;                      // CIUIC_GUARDED_BY(mu_)
-  uint64_t map_version_ = 0;                  // CIUIC_GUARDED_BY(mu_)
-  bool refresh_wanted_ = false;               // CIUIC_GUARDED_BY(mu_)
-  std::map<std::string, Peer> peers_;         // CIUIC_GUARDED_BY(mu_)
+  std::map<uint32_t, pb::Chain> chains_;                  // CIUIC_GUARDED_BY(mu_)
+  std::map<uint32_t, std::string> ost_addr_;              // CIUIC_GUARDED_BY(mu_)
+  uint64_t version_ = 0;                                  // CIUIC_GUARDED_BY(mu_)
+  uint64_t map_version_ = 0;                              // CIUIC_GUARDED_BY(mu_)
+  bool refresh_wanted_ = false;                           // CIUIC_GUARDED_BY(mu_)
+  std::map<std::string, Peer> peers_;                     // CIUIC_GUARDED_BY(mu_)
+  std::set<std::pair<uint32_t, uint32_t>> seen_syncing_;  // CIUIC_GUARDED_BY(mu_)
 
   std::mutex order_mu_;
   std::map<ObjectId, Ranges> order_;  // CIUIC_GUARDED_BY(order_mu_)

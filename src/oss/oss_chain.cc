@@ -175,7 +175,10 @@ void OssServer::ChainSync(net::ServerCall call, OstStore* store, pb::SyncReq req
   if (!st.ok())
     return call.ReplyError(st);
   for (const pb::ReplicaEpoch& e : req.replica_epochs()) {
-    if (e.ost() == req.ost() && e.epoch() != 0 && e.epoch() != epoch_) {
+    // A member that lost power came back offline and is brought up to date by a resync (each
+    // copied object synced): what it acknowledged before is then the head's, not lost.
+    if (e.ost() == req.ost() && e.epoch() != 0 && e.epoch() != epoch_ &&
+        !router_->SeenSyncing(req.chain(), req.ost())) {
       return call.ReplyError(Status::IoError(fmt::format(
           "OST {}: the server lost power after acknowledging writes to {} object(s) that were "
           "not yet synced; they may be lost",

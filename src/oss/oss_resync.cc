@@ -114,21 +114,11 @@ Result<net::Reply> CallMember(const std::function<bool(uint64_t*)>& current,
 Status OssServer::CopyObject(const ChainRouter::ResyncWork& w,
                              OstStore* store,
                              const ObjectId& id) {
-  // The head's write order for the whole object: chain writes to it wait for the copy, and the
-  // ones before it have reached every active member.
-  std::promise<void> go;
-  router_->OrderedBegin(true, id, 0, UINT64_MAX, [&go] { go.set_value(); });
-  go.get_future().wait();
-  struct End {
-    ChainRouter* r;
-    const ObjectId& id;
-    ~End() { r->OrderedEnd(id, 0, UINT64_MAX); }
-  } end{router_.get(), id};
   const uint64_t before = resync_bytes_.load();
   Status st = SendCopy(
       w.chain, store, id, w.member, w.member_addr, false,
       [this, &w](uint64_t* v) { return ResyncCurrent(w, v); }, options_.resync_bytes_per_s,
-      &resync_pace_);
+      &resync_pace_, /*lock_pieces=*/true);
   {
     std::lock_guard<std::mutex> lock(resync_mu_);
     auto it = resyncs_.find({w.chain, w.member, w.since});
@@ -148,16 +138,26 @@ Status OssServer::SendCopy(uint32_t chain,
                            bool repair,
                            const std::function<bool(uint64_t*)>& current,
                            uint64_t rate,
-                           Pacer* pacer) {
-  Result<ObjStat> st = from->Stat(id);
-  if (!st.ok())
-    return st.status();
-  if (!st->exists)
-    return Status::OK();  // destroyed meanwhile: the destroy reached the member too
-  const uint64_t length = st->length;
+                           Pacer* pacer,
+                           bool lock_pieces) {
+  // With lock_pieces (a resync), each piece is read and sent under the head's write order for
+  // its range only, so the object's writers wait for one piece, not the whole copy: the first
+  // piece locks the whole object (it empties the member's copy, so no write may be in flight),
+  // the others their own range. A write to a range copied already reaches the member down the
+  // chain (a syncing member gets every write); one to a range not copied yet is copied with it.
+  // Without (a repair), the caller holds the whole object's order.
+  auto lock = [&](uint64_t o, uint64_t l) {
+    if (!lock_pieces)
+      return;
+    std::promise<void> go;
+    router_->OrderedBegin(true, id, o, l, [&go] { go.set_value(); });
+    go.get_future().wait();
+  };
+  auto unlock = [this, id, lock_pieces](uint64_t o, uint64_t l) {
+    if (lock_pieces)
+      router_->OrderedEnd(id, o, l);
+  };
   auto stopping = [this] { return Stopping(); };
-  // The first piece (it empties a resync's copy) and the last (it syncs) go alone; the pieces
-  // between go kWindow at a time, so reading here, the wire and writing there overlap.
   struct InFlight {
     std::mutex mu;
     std::condition_variable cv;
@@ -170,25 +170,13 @@ Status OssServer::SendCopy(uint32_t chain,
     flight->cv.wait(lock, [&] { return flight->n < below; });
     return flight->first;
   };
-  uint64_t off = 0;
-  do {
-    const uint64_t n = std::min(kPiece, length - off);
-    std::shared_ptr<ReadResult> rr;
-    const uint8_t* bytes = nullptr;
-    if (n > 0) {
-      Result<ReadResult> got = from->Read(id, off, n);
-      if (!got.ok()) {
-        drain(1).IgnoreError();  // the read's error is the one to report
-        return got.status();
-      }
-      rr = std::make_shared<ReadResult>(std::move(*got));
-      Status v = VerifyReadResult(*rr, from->index(), id);
-      if (!v.ok()) {
-        drain(1).IgnoreError();  // the bad block is the error to report
-        return v;
-      }
-      bytes = rr->data->data() + (off - rr->aligned_offset);
-    }
+  // Reads and verifies [off, off + n) of the source.
+  auto read = [&](uint64_t off, uint64_t n) -> Result<std::shared_ptr<ReadResult>> {
+    CIUIC_ASSIGN_OR_RETURN(ReadResult got, from->Read(id, off, n));
+    CIUIC_RETURN_IF_ERROR(VerifyReadResult(got, from->index(), id));
+    return std::make_shared<ReadResult>(std::move(got));
+  };
+  auto make_req = [&](uint64_t off, uint64_t length) {
     auto req = std::make_shared<pb::ResyncPutReq>();
     req->set_chain(chain);
     req->set_ost(to);
@@ -196,35 +184,100 @@ Status OssServer::SendCopy(uint32_t chain,
     req->set_offset(off);
     req->set_length(length);
     req->set_repair(repair);
-    const bool alone = off == 0 || off + n >= length;
-    if (alone) {
-      CIUIC_RETURN_IF_ERROR(drain(1));
-      std::function<Result<net::Reply>(std::shared_ptr<pb::ResyncPutReq>)> call =
-          [this, &to_addr, bytes, n](std::shared_ptr<pb::ResyncPutReq> r) {
-            std::vector<net::ConstSpan> data;
-            if (n > 0)
-              data.push_back(net::ConstSpan{bytes, static_cast<size_t>(n)});
-            return CallPeer(to_addr, net::MsgType::kResyncPut,
-                            std::make_shared<pb::ResyncPutReq>(*r), std::move(data));
-          };
-      Result<net::Reply> r = CallMember<pb::ResyncPutReq>(current, call, req, stopping);
-      if (!r.ok())
-        return r.status();
+    return req;
+  };
+  // Sends one piece and waits for its answer (retrying while the member fetches the chain).
+  auto send_now = [&](std::shared_ptr<pb::ResyncPutReq> req, const uint8_t* bytes,
+                      uint64_t n) -> Status {
+    std::function<Result<net::Reply>(std::shared_ptr<pb::ResyncPutReq>)> call =
+        [this, &to_addr, bytes, n](std::shared_ptr<pb::ResyncPutReq> r) {
+          std::vector<net::ConstSpan> data;
+          if (n > 0)
+            data.push_back(net::ConstSpan{bytes, static_cast<size_t>(n)});
+          return CallPeer(to_addr, net::MsgType::kResyncPut, std::make_shared<pb::ResyncPutReq>(*r),
+                          std::move(data));
+        };
+    return CallMember<pb::ResyncPutReq>(current, call, req, stopping).status();
+  };
+  auto bytes_of = [](const std::shared_ptr<ReadResult>& rr, uint64_t off) -> const uint8_t* {
+    return rr == nullptr ? nullptr : rr->data->data() + (off - rr->aligned_offset);
+  };
+
+  // The first piece, alone, under the whole object's order.
+  lock(0, UINT64_MAX);
+  Result<ObjStat> st = from->Stat(id);
+  if (!st.ok() || !st->exists) {
+    unlock(0, UINT64_MAX);
+    return st.ok() ? Status::OK() : st.status();  // destroyed meanwhile: so at the member
+  }
+  const uint64_t length = st->length;
+  uint64_t off = std::min(kPiece, length);
+  {
+    std::shared_ptr<ReadResult> rr;
+    if (off > 0) {
+      Result<std::shared_ptr<ReadResult>> got = read(0, off);
+      if (!got.ok()) {
+        unlock(0, UINT64_MAX);
+        return got.status();
+      }
+      rr = *got;
+    }
+    Status s = send_now(make_req(0, length), bytes_of(rr, 0), off);
+    unlock(0, UINT64_MAX);
+    CIUIC_RETURN_IF_ERROR(s);
+    resync_bytes_.fetch_add(off);
+    if (!Pace(pacer, rate, off))
+      return Status::Aborted("stopping");
+  }
+  bool synced = off >= length;  // the member syncs at the piece that reaches `length`
+  while (off < length) {
+    uint64_t n = std::min(kPiece, length - off);
+    lock(off, n);
+    // The object may have been cut meanwhile (a punch, ordered at the head like writes).
+    Result<ObjStat> now = from->Stat(id);
+    const uint64_t cur = now.ok() && now->exists ? now->length : 0;
+    if (!now.ok() || cur <= off) {
+      unlock(off, n);
+      break;
+    }
+    n = std::min(n, cur - off);
+    Result<std::shared_ptr<ReadResult>> got = read(off, n);
+    if (!got.ok()) {
+      unlock(off, n);
+      drain(1).IgnoreError();  // the read's error is the one to report
+      return got.status();
+    }
+    std::shared_ptr<ReadResult> rr = *got;
+    auto req = make_req(off, length);
+    if (off + n >= length) {
+      // The last piece: the member syncs the object with it, after every other piece.
+      Status s = drain(1);
+      if (s.ok())
+        s = send_now(req, bytes_of(rr, off), n);
+      unlock(off, n);
+      CIUIC_RETURN_IF_ERROR(s);
+      synced = true;
     } else {
-      CIUIC_RETURN_IF_ERROR(drain(kWindow));
+      Status s = drain(kWindow);
       uint64_t version = 0;
-      if (!current(&version))
-        return Status::Aborted("the chain changed");
+      if (s.ok() && !current(&version))
+        s = Status::Aborted("the chain changed");
+      if (!s.ok()) {
+        unlock(off, n);
+        drain(1).IgnoreError();  // report the first failure
+        return s;
+      }
       req->set_chain_version(version);
       {
-        std::lock_guard<std::mutex> lock(flight->mu);
+        std::lock_guard<std::mutex> l(flight->mu);
         ++flight->n;
       }
-      // `rr` keeps the bytes alive until the answer.
+      // `rr` keeps the bytes alive until the answer, which also ends the piece's order.
       router_->Call(to_addr, net::MsgType::kResyncPut, req,
-                    {net::ConstSpan{bytes, static_cast<size_t>(n)}}, kPeerTimeoutMs,
-                    [flight, rr](Result<net::Reply> r) {
-                      std::lock_guard<std::mutex> lock(flight->mu);
+                    {net::ConstSpan{bytes_of(rr, off), static_cast<size_t>(n)}}, kPeerTimeoutMs,
+                    [this, flight, rr, unlock, off, n](Result<net::Reply> r) {
+                      unlock(off, n);
+                      std::lock_guard<std::mutex> l(flight->mu);
                       if (!r.ok() && flight->first.ok())
                         flight->first = r.status();
                       --flight->n;
@@ -237,8 +290,18 @@ Status OssServer::SendCopy(uint32_t chain,
       drain(1).IgnoreError();  // stopping: what is in flight ends either way
       return Status::Aborted("stopping");
     }
-  } while (off < length);
-  return drain(1);
+  }
+  CIUIC_RETURN_IF_ERROR(drain(1));
+  if (!synced) {
+    // Cut short by a punch: an empty last piece at the new length syncs the member's copy.
+    Result<ObjStat> now = from->Stat(id);
+    const uint64_t cur = now.ok() && now->exists ? now->length : 0;
+    lock(0, UINT64_MAX);
+    Status s = send_now(make_req(cur, cur), nullptr, 0);
+    unlock(0, UINT64_MAX);
+    return s;
+  }
+  return Status::OK();
 }
 
 bool OssServer::RunResync(const ChainRouter::ResyncWork& w) {

@@ -225,7 +225,8 @@ class OssServer {
                   bool repair,
                   const std::function<bool(uint64_t*)>& current,
                   uint64_t rate,
-                  Pacer* pacer);
+                  Pacer* pacer,
+                  bool lock_pieces = false);
   // Sleeps as long as `rate` bytes/s asks for `bytes` more; false when stopping.
   bool Pace(Pacer* p, uint64_t rate, uint64_t bytes);
   // A request to a peer OSS, waited for (resync thread only).

@@ -107,7 +107,7 @@ void RunLoad(ciuic::Client* c, const Args& a, Load* load) {
     return;
   }
   std::string buf(1 << 20, 'w');
-  uint64_t off = 0;
+  uint64_t off = 0, requests = 0;
   while (!load->stop.load()) {
     ciuic::Result<size_t> n = a.mode == "read" ? (*f)->Pread(buf.data(), buf.size(), off)
                                                : (*f)->Pwrite(buf.data(), buf.size(), off);
@@ -122,7 +122,9 @@ void RunLoad(ciuic::Client* c, const Args& a, Load* load) {
     off += buf.size();
     if (off >= a.size)
       off = 0;
-    buf[0] = static_cast<char>(buf[0] + 1);  // writes change what they write
+    // Every request writes bytes of its own (a resync then has something to copy).
+    const uint64_t seq = ++requests;
+    std::memcpy(buf.data(), &seq, sizeof(seq));
   }
   (*f)->Close().IgnoreError();  // the figures are taken; a failed close changes none
 }
