@@ -606,7 +606,13 @@ TEST(ReplicationTest, AnOstReplacedEmptyIsRebuiltFromTheOtherCopy) {
   ASSERT_FALSE(ec) << ec.message();
   std::filesystem::create_directories(cluster->OstDir(1), ec);
   // Back at once, before the MDS takes it out of its chains: its new stamp says it is empty.
+  // (The chains look whole until its registration is processed: wait for the copies first.)
   ASSERT_TRUE(cluster->RestartOss(1).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (cluster->oss(0)->resync_objects_copied() < 12 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   ASSERT_TRUE(cluster->WaitForOsts(2).ok());
   ASSERT_TRUE(WaitAllServing(c.get()));
   // Every stripe object: two per file (the second stripe of each is 1 MiB + a little).
@@ -697,6 +703,11 @@ void KillCatchUpAndServe(Outage outage) {
       EXPECT_TRUE(WriteWithLayout(c.get(), "/during", during, Replicated(2, 2, 1u << 20)).ok());
       ASSERT_TRUE(cluster->RestartOss(1).ok());
     }
+    // Its registration takes its members out (new epoch or stamp): only then do whole chains
+    // mean that it caught up.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!cluster->oss(1)->registered() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     auto watcher = Connect(cluster.get());
     EXPECT_TRUE(WaitAllServing(watcher.get(), 60000));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
