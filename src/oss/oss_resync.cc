@@ -275,7 +275,7 @@ Status OssServer::SendCopy(uint32_t chain,
       // `rr` keeps the bytes alive until the answer, which also ends the piece's order.
       router_->Call(to_addr, net::MsgType::kResyncPut, req,
                     {net::ConstSpan{bytes_of(rr, off), static_cast<size_t>(n)}}, kPeerTimeoutMs,
-                    [this, flight, rr, unlock, off, n](Result<net::Reply> r) {
+                    [flight, rr, unlock, off, n](Result<net::Reply> r) {
                       unlock(off, n);
                       std::lock_guard<std::mutex> l(flight->mu);
                       if (!r.ok() && flight->first.ok())
