@@ -1,6 +1,7 @@
 #include "oss/chain_router.h"
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
 #include <fmt/format.h>
@@ -253,6 +254,12 @@ void ChainRouter::OrderedBegin(
     r.active.emplace_back(offset, len);
   }
   start();
+}
+
+void ChainRouter::OrderedWait(const ObjectId& id, uint64_t offset, uint64_t len) {
+  std::promise<void> go;
+  OrderedBegin(true, id, offset, len, [&go] { go.set_value(); });
+  go.get_future().wait();
 }
 
 void ChainRouter::OrderedEnd(const ObjectId& id, uint64_t offset, uint64_t len) {

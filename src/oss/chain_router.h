@@ -100,6 +100,8 @@ class ChainRouter {
   void OrderedBegin(
       bool head, const ObjectId& id, uint64_t offset, uint64_t len, std::function<void()> start);
   void OrderedEnd(const ObjectId& id, uint64_t offset, uint64_t len);
+  // OrderedBegin at the head, waited for (resync and repair threads; never a network thread).
+  void OrderedWait(const ObjectId& id, uint64_t offset, uint64_t len);
 
   // Reads see committed bytes only (CRAQ's clean reads): a chain write or punch marks its range
   // dirty at every member from when it starts here until the chain's answer is back (then the

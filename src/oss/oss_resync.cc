@@ -48,9 +48,10 @@ bool OssServer::Stopping() {
 Result<net::Reply> OssServer::CallPeer(const std::string& addr,
                                        net::MsgType type,
                                        std::shared_ptr<google::protobuf::MessageLite> req,
-                                       std::vector<net::ConstSpan> data) {
+                                       std::vector<net::ConstSpan> data,
+                                       int timeout_ms) {
   auto done = std::make_shared<std::promise<Result<net::Reply>>>();
-  router_->Call(addr, type, std::move(req), std::move(data), kPeerTimeoutMs,
+  router_->Call(addr, type, std::move(req), std::move(data), timeout_ms,
                 [done](Result<net::Reply> r) { done->set_value(std::move(r)); });
   return done->get_future().get();
 }
@@ -147,11 +148,8 @@ Status OssServer::SendCopy(uint32_t chain,
   // chain (a syncing member gets every write); one to a range not copied yet is copied with it.
   // Without (a repair), the caller holds the whole object's order.
   auto lock = [&](uint64_t o, uint64_t l) {
-    if (!lock_pieces)
-      return;
-    std::promise<void> go;
-    router_->OrderedBegin(true, id, o, l, [&go] { go.set_value(); });
-    go.get_future().wait();
+    if (lock_pieces)
+      router_->OrderedWait(id, o, l);
   };
   auto unlock = [this, id, lock_pieces](uint64_t o, uint64_t l) {
     if (lock_pieces)
@@ -430,35 +428,39 @@ void OssServer::ResyncLoop() {
 // ---------------------------------------------------------------------------------------------
 // The member's side.
 
-namespace {
-
-Status PeerOnly(const net::ServerCall& call, uint32_t cluster_key) {
-  if (call.key_id() != cluster_key)
-    return Status::PermissionDenied("resync requests come from the cluster's OSSes only");
+Status OssServer::CheckPeer(const net::ServerCall& call) const {
+  if (call.key_id() != options_.key_id)
+    return Status::PermissionDenied(
+        "resync and repair requests come from the cluster's OSSes only");
   return Status::OK();
 }
 
-}  // namespace
+Result<OstStore*> OssServer::ResyncTarget(
+    const net::ServerCall& call, uint32_t chain, uint64_t version, uint32_t ost, bool may_serve) {
+  CIUIC_RETURN_IF_ERROR(CheckPeer(call));
+  OstStore* store = FindOst(ost);
+  if (store == nullptr)
+    return Status::NotFound(fmt::format("OST {} is not served here", ost));
+  ChainRouter::Route route;
+  CIUIC_RETURN_IF_ERROR(ChainGate(chain, version, ost, false, &route));
+  if (route.serving && !may_serve) {
+    // A serving copy is as good as the head's: never overwritten by a resync.
+    return Status::InvalidArgument(
+        fmt::format("OST {} serves chain {}: it has nothing to catch up", ost, chain - kChainBase));
+  }
+  return store;
+}
 
 void OssServer::HandleResyncCheck(net::ServerCall call) {
   auto req = std::make_shared<pb::ResyncCheckReq>();
   Status st = call.ParseBody(req.get());
-  if (st.ok())
-    st = PeerOnly(call, options_.key_id);
   if (!st.ok())
     return call.ReplyError(st);
-  OstStore* store = FindOst(req->ost());
-  if (store == nullptr)
-    return call.ReplyError(Status::NotFound(fmt::format("OST {} is not served here", req->ost())));
-  ChainRouter::Route route;
-  st = ChainGate(req->chain(), req->chain_version(), req->ost(), false, &route);
-  if (!st.ok())
-    return call.ReplyError(st);
-  if (route.serving) {
-    return call.ReplyError(
-        Status::InvalidArgument(fmt::format("OST {} serves chain {}: it has nothing to catch up",
-                                            req->ost(), req->chain() - kChainBase)));
-  }
+  Result<OstStore*> target =
+      ResyncTarget(call, req->chain(), req->chain_version(), req->ost(), false);
+  if (!target.ok())
+    return call.ReplyError(target.status());
+  OstStore* store = *target;
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   // Digests read checksum files: off the network threads, and off the store's blocking pool.
   const bool queued = resync_pool_->Submit([c, req, store] {
@@ -480,22 +482,14 @@ void OssServer::HandleResyncCheck(net::ServerCall call) {
 void OssServer::HandleResyncPut(net::ServerCall call) {
   auto req = std::make_shared<pb::ResyncPutReq>();
   Status st = call.ParseBody(req.get());
-  if (st.ok())
-    st = PeerOnly(call, options_.key_id);
   if (!st.ok())
     return call.ReplyError(st);
-  OstStore* store = FindOst(req->ost());
-  if (store == nullptr)
-    return call.ReplyError(Status::NotFound(fmt::format("OST {} is not served here", req->ost())));
-  ChainRouter::Route route;
-  st = ChainGate(req->chain(), req->chain_version(), req->ost(), false, &route);
-  if (!st.ok())
-    return call.ReplyError(st);
-  if (route.serving && !req->repair()) {
-    // A serving copy is as good as the head's: never overwritten by a resync.
-    return call.ReplyError(Status::InvalidArgument(fmt::format(
-        "OST {} serves chain {}: it takes no resync copy", req->ost(), req->chain() - kChainBase)));
-  }
+  // Only a repair (scrubbing) rewrites a serving copy.
+  Result<OstStore*> target =
+      ResyncTarget(call, req->chain(), req->chain_version(), req->ost(), req->repair());
+  if (!target.ok())
+    return call.ReplyError(target.status());
+  OstStore* store = *target;
   if (req->offset() + call.data().size() > req->length()) {
     return call.ReplyError(Status::InvalidArgument("resync piece beyond the object's length"));
   }

@@ -9,8 +9,6 @@
 // copied; the next member is tried. An object whose every copy is bad, or that has one copy
 // only, is counted lost and logged: reads of its bad blocks fail with kCorruption, never with
 // wrong bytes. Counts go to the MDS with the heartbeats (`ciuic scrub status`).
-#include <future>
-
 #include <fmt/format.h>
 
 #include "common/logging.h"
@@ -26,12 +24,6 @@ namespace {
 
 constexpr uint64_t kScrubPiece = 1u << 20;
 constexpr int kRepairTimeoutMs = 120000;
-
-Status PeerOnly(const net::ServerCall& call, uint32_t cluster_key) {
-  if (call.key_id() != cluster_key)
-    return Status::PermissionDenied("repair requests come from the cluster's OSSes only");
-  return Status::OK();
-}
 
 }  // namespace
 
@@ -143,7 +135,8 @@ void OssServer::ScrubObject(OstStore* store,
     if (scrub_lost_.erase(key) == 0) {
       st->set_bad(1);
     } else {
-      st->set_lost(static_cast<uint64_t>(-1));  // the ScrubLoop adds it: one less lost
+      pb::ScrubStats& total = scrub_stats_[store->index()];  // no longer lost
+      total.set_lost(total.lost() - 1);
     }
     st->set_repaired(1);
   } else {
@@ -174,17 +167,11 @@ Status OssServer::RequestRepair(uint32_t chain, uint32_t bad, const ObjectId& id
   req->set_chain_version(version);
   net::ToPb(id, req->mutable_obj());
   req->set_bad_ost(bad);
-  auto done = std::make_shared<std::promise<Result<net::Reply>>>();
-  router_->Call(head->addr, net::MsgType::kRepair, req, {}, kRepairTimeoutMs,
-                [done](Result<net::Reply> r) { done->set_value(std::move(r)); });
-  Result<net::Reply> r = done->get_future().get();
-  return r.status();
+  return CallPeer(head->addr, net::MsgType::kRepair, req, {}, kRepairTimeoutMs).status();
 }
 
 Status OssServer::Repair(uint32_t chain, uint32_t bad, const ObjectId& id) {
-  std::promise<void> go;
-  router_->OrderedBegin(true, id, 0, UINT64_MAX, [&go] { go.set_value(); });
-  go.get_future().wait();
+  router_->OrderedWait(id, 0, UINT64_MAX);
   struct End {
     ChainRouter* r;
     const ObjectId& id;
@@ -243,7 +230,7 @@ void OssServer::HandleRepair(net::ServerCall call) {
   auto req = std::make_shared<pb::RepairReq>();
   Status st = call.ParseBody(req.get());
   if (st.ok())
-    st = PeerOnly(call, options_.key_id);
+    st = CheckPeer(call);
   if (!st.ok())
     return call.ReplyError(st);
   auto c = std::make_shared<net::ServerCall>(std::move(call));
@@ -261,7 +248,7 @@ void OssServer::HandleRepairPush(net::ServerCall call) {
   auto req = std::make_shared<pb::RepairPushReq>();
   Status st = call.ParseBody(req.get());
   if (st.ok())
-    st = PeerOnly(call, options_.key_id);
+    st = CheckPeer(call);
   if (!st.ok())
     return call.ReplyError(st);
   OstStore* store = FindOst(req->from_ost());

@@ -202,6 +202,12 @@ class OssServer {
   void ChainPunch(net::ServerCall call, OstStore* store, pb::PunchReq req);
   void ChainDestroy(net::ServerCall call, OstStore* store, pb::DestroyReq req);
   // Resync (oss_resync.cc): the member side of a head's check and copy, and the head's loop.
+  // Resync and repair requests come from the cluster's key only (peer OSSes).
+  Status CheckPeer(const net::ServerCall& call) const;
+  // The OST a resync request names, after the peer and chain checks; a serving member only
+  // when `may_serve` (a repair).
+  Result<OstStore*> ResyncTarget(
+      const net::ServerCall& call, uint32_t chain, uint64_t version, uint32_t ost, bool may_serve);
   void HandleResyncCheck(net::ServerCall call);
   void HandleResyncPut(net::ServerCall call);
   void ResyncLoop();
@@ -233,7 +239,8 @@ class OssServer {
   Result<net::Reply> CallPeer(const std::string& addr,
                               net::MsgType type,
                               std::shared_ptr<google::protobuf::MessageLite> req,
-                              std::vector<net::ConstSpan> data);
+                              std::vector<net::ConstSpan> data,
+                              int timeout_ms = 20000);
   // Whether `w` is still to do: the member syncing since w.since and a local OST the head.
   bool ResyncCurrent(const ChainRouter::ResyncWork& w, uint64_t* version) const;
   bool Stopping();

@@ -303,6 +303,11 @@ class OstStore {
   // Counts an operation in flight; false when closing (the caller answers kUnavailable).
   bool BeginOp();
   void EndOp();
+  // Ends the operation BeginOp counted when it goes out of scope.
+  struct OpScope {
+    OstStore* store;
+    ~OpScope() { store->EndOp(); }
+  };
   // Runs `fn` on the blocking pool; false when its queue is full.
   bool RunBlocking(std::function<void()> fn);
 

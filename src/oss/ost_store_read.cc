@@ -220,10 +220,7 @@ Result<std::vector<ObjectId>> OstStore::ListChainObjects(uint32_t chain) {
 Result<std::vector<std::pair<ObjectId, uint32_t>>> OstStore::ListObjects() {
   if (!BeginOp())
     return Status::Unavailable(fmt::format("OST {} is shutting down", options_.index));
-  struct End {
-    OstStore* s;
-    ~End() { s->EndOp(); }
-  } end{this};
+  OpScope scope{this};
   Result<std::vector<std::string>> names = engine_->ListDir(objects_dir_);
   if (!names.ok())
     return OstError(names.status(), nullptr, "list objects");
@@ -257,10 +254,7 @@ Result<std::vector<std::pair<ObjectId, uint32_t>>> OstStore::ListObjects() {
 Result<OstStore::Digest> OstStore::ObjectDigest(const ObjectId& id) {
   if (!BeginOp())
     return Status::Unavailable(fmt::format("OST {} is shutting down", options_.index));
-  struct End {
-    OstStore* s;
-    ~End() { s->EndOp(); }
-  } end{this};
+  OpScope scope{this};
   CIUIC_ASSIGN_OR_RETURN(ObjectRef obj, LoadObject(id, false));
   Digest d;
   if (obj == nullptr)
