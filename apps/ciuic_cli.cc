@@ -992,6 +992,11 @@ int Main(int argc, char** argv) {
   up_cmd->add_option("--replicas", up.replicas,
                      "copies of each object of files whose layout does not say, each on its own "
                      "OSS (saved; 1)");
+  up_cmd
+      ->add_option("--resync-mbps", up.resync_mbps,
+                   "bound on each OSS's copies to a returning or replaced OST, MiB/s; 0: none "
+                   "(saved; 128)")
+      ->check(CLI::Range(0, 1 << 20));
   up_cmd->add_option("--hsm-high", up.hsm_high, "HSM high watermark, % of OST space (saved; 90)")
       ->check(CLI::Range(0.0, 100.0));
   up_cmd->add_option("--hsm-low", up.hsm_low, "HSM low watermark, % of OST space (saved; 80)")

@@ -47,6 +47,8 @@ struct Shape {
   std::string hsm_default = "release-at-watermark";
   // Copies of each object of files whose layout does not say (ciuic-mds --default-replicas).
   int replicas = 1;
+  // Bandwidth bound of each OSS's resync copies, MiB/s (ciuic-oss --resync-mbps); 0: none.
+  int resync_mbps = 128;
 };
 
 void Fail(const std::string& msg) {
@@ -142,10 +144,12 @@ Result<Shape> LoadShape(const fs::path& dir) {
       s.hsm_default = kv["hsm_default"];
     if (kv.count("replicas"))
       s.replicas = std::stoi(kv["replicas"]);
+    if (kv.count("resync_mbps"))
+      s.resync_mbps = std::stoi(kv["resync_mbps"]);
   } catch (const std::exception&) {
     return Status::InvalidArgument(p.string() + " is malformed");
   }
-  if (s.num_oss < 1 || s.osts_per_oss < 1)
+  if (s.num_oss < 1 || s.osts_per_oss < 1 || s.resync_mbps < 0)
     return Status::InvalidArgument(p.string() + " is malformed");
   return s;
 }
@@ -159,7 +163,7 @@ Status SaveShape(const fs::path& dir, const Shape& s) {
     out << "cold_tier = " << s.cold_tier << "\n";
   out << "hsm_every_s = " << s.hsm_every_s << "\nhsm_high = " << s.hsm_high
       << "\nhsm_low = " << s.hsm_low << "\nhsm_default = " << s.hsm_default << "\n"
-      << "replicas = " << s.replicas << "\n";
+      << "replicas = " << s.replicas << "\nresync_mbps = " << s.resync_mbps << "\n";
   if (!out)
     return Status::IoError("cannot write " + (dir / kShapeFile).string());
   return Status::OK();
@@ -317,6 +321,8 @@ bool ApplyHsmFlags(const ClusterUpOptions& o, Shape* shape) {
     shape->hsm_default = o.hsm_default;
   if (o.replicas > 0)
     shape->replicas = o.replicas;
+  if (o.resync_mbps >= 0)
+    shape->resync_mbps = o.resync_mbps;
   if (shape->replicas < 1 || shape->replicas > shape->num_oss) {
     Fail(fmt::format("--replicas {}: each copy needs its own OSS; this cluster has {} (1 to {})",
                      shape->replicas, shape->num_oss, shape->num_oss));
@@ -539,7 +545,8 @@ int ClusterUp(const ClusterUpOptions& o) {
           (dir / "logs" / fmt::format("oss{}.log", i)).string(), std::string("--port-file"),
           port_file.string(), std::string("--metrics-port"), std::string("0"),
           std::string("--metrics-port-file"), metrics_port_file.string(),
-          std::string("--cold-tier"), cold_url}) {
+          std::string("--cold-tier"), cold_url, std::string("--resync-mbps"),
+          std::to_string(shape.resync_mbps)}) {
       argv.push_back(a);
     }
     auto pid = Spawn(argv, dir / "logs" / fmt::format("oss{}.out", i));
@@ -735,7 +742,9 @@ int ClusterStatus(const std::string& dir_in) {
     fmt::print("total: {} free of {} ({} inodes used)\n", FormatSize(sf->free_bytes),
                FormatSize(sf->total_bytes), sf->total_inodes - sf->free_inodes);
   }
-  fmt::print("replicas: {} per object by default\n", shape->replicas);
+  fmt::print("replicas: {} per object by default; resync copies {}\n", shape->replicas,
+             shape->resync_mbps == 0 ? std::string("unbounded")
+                                     : fmt::format("at most {} MiB/s per OSS", shape->resync_mbps));
   auto chains = (*client)->Chains();
   if (chains.ok() && !chains->empty()) {
     std::map<uint32_t, std::string> ost_state;

@@ -28,6 +28,9 @@ struct ClusterUpOptions {
   // Copies of each object of files whose layout does not say; 0: keep what the cluster saved
   // (new clusters: 1). At most --oss.
   int replicas = 0;
+  // Bandwidth bound of each OSS's resync copies in MiB/s, 0 = none; negative: keep what the
+  // cluster saved (new clusters: 128).
+  int resync_mbps = -1;
 };
 
 // Each returns the process exit code and prints one clear line on failure.

@@ -6,9 +6,11 @@
 //    digests (length and the latest checksum of every block) to the member in batches; the member
 //    answers which of its copies differ or are missing. Only those are copied: a member that
 //    missed a few writes copies a few objects, an empty one copies everything.
-// 2. Each differing object is copied whole while the head holds the object's write order (the
-//    lock that orders overlapping chain writes), so no write to it runs meanwhile and every
-//    write after the copy reaches the member too. The copy is paced (resync_bytes_per_s).
+// 2. Each differing object is copied in 1 MiB pieces, each read and sent under the head's write
+//    order for its range (the lock that orders overlapping chain writes), so no write to that
+//    range runs meanwhile and every write after it reaches the member too. Reads of the next
+//    pieces overlap the sending of earlier ones (kWindow in flight). The copy is paced
+//    (resync_bytes_per_s).
 // 3. The progress goes to the MDS with the heartbeats; the last report says done, and the MDS
 //    makes the member serving in a new chain version.
 //
@@ -17,6 +19,7 @@
 #include <condition_variable>
 #include <future>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -239,19 +242,14 @@ Status OssServer::SendCopy(uint32_t chain,
       break;
     }
     n = std::min(n, cur - off);
-    Result<std::shared_ptr<ReadResult>> got = read(off, n);
-    if (!got.ok()) {
-      unlock(off, n);
-      drain(1).IgnoreError();  // the read's error is the one to report
-      return got.status();
-    }
-    std::shared_ptr<ReadResult> rr = *got;
     auto req = make_req(off, length);
     if (off + n >= length) {
       // The last piece: the member syncs the object with it, after every other piece.
       Status s = drain(1);
-      if (s.ok())
-        s = send_now(req, bytes_of(rr, off), n);
+      if (s.ok()) {
+        Result<std::shared_ptr<ReadResult>> got = read(off, n);
+        s = got.ok() ? send_now(req, bytes_of(*got, off), n) : got.status();
+      }
       unlock(off, n);
       CIUIC_RETURN_IF_ERROR(s);
       synced = true;
@@ -270,17 +268,32 @@ Status OssServer::SendCopy(uint32_t chain,
         std::lock_guard<std::mutex> l(flight->mu);
         ++flight->n;
       }
-      // `rr` keeps the bytes alive until the answer, which also ends the piece's order.
-      router_->Call(to_addr, net::MsgType::kResyncPut, req,
-                    {net::ConstSpan{bytes_of(rr, off), static_cast<size_t>(n)}}, kPeerTimeoutMs,
-                    [flight, rr, unlock, off, n](Result<net::Reply> r) {
-                      unlock(off, n);
-                      std::lock_guard<std::mutex> l(flight->mu);
-                      if (!r.ok() && flight->first.ok())
-                        flight->first = r.status();
-                      --flight->n;
-                      flight->cv.notify_all();
-                    });
+      // The piece is read, verified and sent without waiting here, so reads of the next pieces
+      // overlap it (one read at a time would bound the copy by the disk's latency).
+      auto finish = [flight, unlock, off, n](const Status& st) {
+        unlock(off, n);
+        std::lock_guard<std::mutex> l(flight->mu);
+        if (!st.ok() && flight->first.ok())
+          flight->first = st;
+        --flight->n;
+        flight->cv.notify_all();
+      };
+      from->ReadAsync(
+          id, off, n, [this, from, id, req, off, n, finish, to_addr](Result<ReadResult> got) {
+            if (got.ok()) {
+              Status v = VerifyReadResult(*got, from->index(), id);
+              if (!v.ok())
+                got = v;
+            }
+            if (!got.ok())
+              return finish(got.status());
+            auto rr = std::make_shared<ReadResult>(std::move(*got));
+            const uint8_t* bytes = rr->data->data() + (off - rr->aligned_offset);
+            // `rr` keeps the bytes alive until the answer, which also ends the piece's order.
+            router_->Call(to_addr, net::MsgType::kResyncPut, req,
+                          {net::ConstSpan{bytes, static_cast<size_t>(n)}}, kPeerTimeoutMs,
+                          [rr, finish](Result<net::Reply> r) { finish(r.status()); });
+          });
     }
     off += n;
     resync_bytes_.fetch_add(n);
@@ -385,6 +398,12 @@ bool OssServer::RunResync(const ChainRouter::ResyncWork& w) {
   }
   LOG_INFO("oss: resync of OST {} in chain {} done: {} of {} objects differed, {} bytes copied",
            w.member, w.chain - kChainBase, copied, ids->size(), bytes);
+  {
+    // Report it with a heartbeat now: the member serves reads once the MDS hears of it.
+    std::lock_guard<std::mutex> lock(mu_);
+    heartbeat_soon_ = true;
+    cv_.notify_all();
+  }
   return true;
 }
 
@@ -394,7 +413,7 @@ void OssServer::ResyncLoop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(std::min<uint32_t>(hb_interval_ms_.load(), 500)),
-                   [this] { return stopping_; });
+                   [this] { return stopping_ || std::exchange(resync_wake_, false); });
       if (stopping_)
         return;
     }

@@ -945,9 +945,12 @@ void OssServer::HeartbeatLoop() {
   auto wait = [&](uint32_t ms) {
     std::unique_lock<std::mutex> lock(mu_);
     // A request that named a newer chain version ends the wait early: the heartbeat's answer
-    // says which version is current, and the map is fetched below.
-    cv_.wait_for(lock, std::chrono::milliseconds(ms),
-                 [&] { return stopping_ || std::exchange(chain_refresh_, false); });
+    // says which version is current, and the map is fetched below. So does a resync's end: the
+    // MDS makes the member serving when it hears of it.
+    cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] {
+      return stopping_ || std::exchange(chain_refresh_, false) ||
+             std::exchange(heartbeat_soon_, false);
+    });
     return !stopping_;
   };
   // Fetches the OST map (chains and addresses) when the MDS has newer chains than we know.
@@ -961,6 +964,10 @@ void OssServer::HeartbeatLoop() {
     Status ms = mds->CallMsg(net::MsgType::kGetOstMap, mreq, &map, 5000);
     if (ms.ok()) {
       router_->Update(map);
+      // A member may have become syncing: the resync loop looks now, not at its next tick.
+      std::lock_guard<std::mutex> lock(mu_);
+      resync_wake_ = true;
+      cv_.notify_all();
     } else {
       LOG_WARN("oss: fetching the chains from the MDS failed: {}", ms.ToString());
     }

@@ -310,7 +310,9 @@ class OssServer {
   std::atomic<int64_t> last_mds_ok_ms_{0};  // MonoMillis of the last answer of the MDS
   std::atomic<uint32_t> hb_interval_ms_{1000};
   std::atomic<bool> hb_paused_{false};
-  bool chain_refresh_ = false;  // guarded by mu_: a request named a newer chain version
+  bool chain_refresh_ = false;   // guarded by mu_: a request named a newer chain version
+  bool heartbeat_soon_ = false;  // guarded by mu_: a resync is done; report it now
+  bool resync_wake_ = false;     // guarded by mu_: the chains changed; look for resync work
   std::thread heartbeat_;
   std::thread writeback_;
   std::thread resync_;

@@ -45,7 +45,7 @@ class ReplicationTest(unittest.TestCase):
         cls.cdir = os.path.join(cls.tmp, "cluster")
         cls.env = dict(os.environ, CIUIC_CLUSTER=os.path.join(cls.cdir, "cluster.conf"))
         ciuic("cluster", "up", cls.cdir, "--oss", "2", "--osts-per-oss", "1", "--replicas", "2",
-              "--timeout", "60", env=cls.env)
+              "--resync-mbps", "64", "--timeout", "60", env=cls.env)
 
     @classmethod
     def tearDownClass(cls):
@@ -85,6 +85,20 @@ class ReplicationTest(unittest.TestCase):
             ciuic("get", name, back, env=self.env)
             with open(back, "rb") as a, open(path, "rb") as b:
                 self.assertEqual(a.read(), b.read(), name)
+
+    def test_resync_bound_is_saved_and_given_to_the_osses(self):
+        self.assertIn("resync copies at most 64 MiB/s per OSS",
+                      ciuic("cluster", "status", self.cdir, env=self.env).stdout)
+        with open(os.path.join(self.cdir, "cluster.shape")) as f:
+            self.assertIn("resync_mbps = 64", f.read())
+        with open(os.path.join(self.cdir, "run", "oss0.pid")) as f:
+            pid = int(f.read().strip())
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            argv = f.read().split(b"\0")
+        self.assertEqual(argv[argv.index(b"--resync-mbps") + 1], b"64")
+        r = ciuic("cluster", "up", self.cdir, "--resync-mbps", "-1", env=self.env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("resync-mbps", r.stderr)
 
     def test_scrub_status(self):
         out = ciuic("scrub", "status", env=self.env).stdout
