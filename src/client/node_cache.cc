@@ -1,0 +1,383 @@
+#include "client/node_cache.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/crc32c.h"
+#include "common/logging.h"
+#include "common/time_util.h"
+
+namespace ciuic::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[8] = {'C', 'I', 'U', 'I', 'C', 'N', 'C', '1'};
+constexpr size_t kHeader = 48;
+constexpr size_t kSlice = 4096;
+constexpr size_t kMaxSlices = kNodeCacheBlock / kSlice;
+constexpr int kLockStripes = 1024;
+
+// Header (little-endian, docs/formats/node-cache.md): magic[8], fid.seq u64, fid.mds u32,
+// fid.ver u32, data_version u64, index u64, length u32, CRC32C of bytes [0, 44) u32.
+struct Header {
+  Fid fid;
+  uint64_t data_version = 0;
+  uint64_t index = 0;
+  uint32_t length = 0;
+};
+
+template <typename T>
+void PutLe(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i)
+    p[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+template <typename T>
+T GetLe(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= uint64_t{p[i]} << (8 * i);
+  return static_cast<T>(v);
+}
+
+void EncodeHeader(const Header& h, uint8_t* out) {
+  std::memcpy(out, kMagic, 8);
+  PutLe<uint64_t>(out + 8, h.fid.seq);
+  PutLe<uint32_t>(out + 16, h.fid.mds);
+  PutLe<uint32_t>(out + 20, h.fid.ver);
+  PutLe<uint64_t>(out + 24, h.data_version);
+  PutLe<uint64_t>(out + 32, h.index);
+  PutLe<uint32_t>(out + 40, h.length);
+  PutLe<uint32_t>(out + 44, Crc32c(out, 44));
+}
+
+bool DecodeHeader(const uint8_t* in, Header* h) {
+  if (std::memcmp(in, kMagic, 8) != 0 || GetLe<uint32_t>(in + 44) != Crc32c(in, 44))
+    return false;
+  h->fid.seq = GetLe<uint64_t>(in + 8);
+  h->fid.mds = GetLe<uint32_t>(in + 16);
+  h->fid.ver = GetLe<uint32_t>(in + 20);
+  h->data_version = GetLe<uint64_t>(in + 24);
+  h->index = GetLe<uint64_t>(in + 32);
+  h->length = GetLe<uint32_t>(in + 40);
+  return h->length > 0 && h->length <= kNodeCacheBlock;
+}
+
+size_t Slices(size_t len) {
+  return (len + kSlice - 1) / kSlice;
+}
+
+bool ProcessAlive(long pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+// A temporary file's name: "<final name>.tmp.<pid>.<n>"; its pid, or 0 when not one.
+long TempOwner(const std::string& name) {
+  const auto at = name.find(".tmp.");
+  if (at == std::string::npos)
+    return 0;
+  return std::strtol(name.c_str() + at + 5, nullptr, 10);
+}
+
+}  // namespace
+
+NodeCache::FillLock& NodeCache::FillLock::operator=(FillLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+NodeCache::FillLock::~FillLock() {
+  if (fd_ >= 0)
+    ::close(fd_);  // closing the only descriptor of the open file releases its flock
+}
+
+Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& options) {
+  if (options.dir.empty())
+    return Status::InvalidArgument("node cache: no directory given");
+  if (!(options.min_free_ratio >= 0 && options.min_free_ratio < 1))
+    return Status::InvalidArgument("node cache: the free ratio must be in [0, 1)");
+  std::error_code ec;
+  fs::create_directories(fs::path(options.dir) / "blocks", ec);
+  if (!ec)
+    fs::create_directories(fs::path(options.dir) / "locks", ec);
+  if (ec) {
+    return Status::IoError(
+        fmt::format("node cache {}: cannot create it: {}", options.dir, ec.message()));
+  }
+  std::unique_ptr<NodeCache> c(new NodeCache(options));
+  uint64_t removed = 0, blocks = 0;
+  CIUIC_ASSIGN_OR_RETURN(uint64_t used, c->Scan(UINT64_MAX, &removed, &blocks));
+  c->used_ = used;
+  if (used > options.max_bytes)
+    c->Evict(options.max_bytes).status().IgnoreError();  // a full cache only misses more
+  return c;
+}
+
+NodeCache::~NodeCache() = default;
+
+std::string NodeCache::FidDir(const Fid& fid) const {
+  return fmt::format("{}/blocks/{:02x}/{:x}-{:x}-{:x}", options_.dir, fid.seq & 0xff, fid.mds,
+                     fid.seq, fid.ver);
+}
+
+std::string NodeCache::BlockPath(const Fid& fid, uint64_t data_version, uint64_t index) const {
+  return fmt::format("{}/{:x}-{:x}", FidDir(fid), data_version, index);
+}
+
+void NodeCache::Complain(const std::string& what) {
+  std::lock_guard<std::mutex> lock(complain_mu_);
+  const int64_t now = MonoMillis();
+  if (last_complaint_ms_ != 0 && now - last_complaint_ms_ < 60000)
+    return;
+  last_complaint_ms_ = now;
+  LOG_WARN("node cache {}: {}; reading from the OSTs", options_.dir, what);
+}
+
+Result<size_t> NodeCache::Get(const Fid& fid, uint64_t data_version, uint64_t index, uint8_t* dst) {
+  const std::string path = BlockPath(fid, data_version, index);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT)
+      Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
+    misses_.fetch_add(1);
+    return Status::NotFound("not cached");
+  }
+  // The header and the CRCs (room for a whole block's), then the bytes straight into `dst`.
+  uint8_t meta[kHeader + 4 * kMaxSlices];
+  const ssize_t n = ::pread(fd, meta, sizeof(meta), 0);
+  Header h;
+  Status bad;
+  size_t len = 0;
+  if (n < static_cast<ssize_t>(kHeader) || !DecodeHeader(meta, &h)) {
+    bad = Status::Corruption("bad header");
+  } else if (h.fid != fid || h.data_version != data_version || h.index != index) {
+    bad = Status::Corruption("header names another block");
+  } else {
+    len = h.length;
+    const size_t crc_bytes = 4 * Slices(len);
+    const ssize_t got = ::pread(fd, dst, len, static_cast<off_t>(kHeader + crc_bytes));
+    if (got != static_cast<ssize_t>(len) || n < static_cast<ssize_t>(kHeader + crc_bytes)) {
+      bad = Status::Corruption("short block");
+    } else {
+      for (size_t s = 0; s < Slices(len) && bad.ok(); ++s) {
+        const size_t part = std::min(kSlice, len - s * kSlice);
+        if (Crc32c(dst + s * kSlice, part) != GetLe<uint32_t>(meta + kHeader + 4 * s))
+          bad = Status::Corruption(fmt::format("slice {} fails its checksum", s));
+      }
+    }
+  }
+  if (!bad.ok()) {
+    ::close(fd);
+    corrupt_.fetch_add(1);
+    misses_.fetch_add(1);
+    LOG_WARN("node cache: {}: {}; removed, reading from the OSTs", path, bad.message());
+    ::unlink(path.c_str());
+    return Status::NotFound("cached block was corrupt");
+  }
+  ::futimens(fd, nullptr);  // recently used (eviction is by mtime)
+  ::close(fd);
+  hits_.fetch_add(1);
+  return len;
+}
+
+Status NodeCache::Put(
+    const Fid& fid, uint64_t data_version, uint64_t index, const uint8_t* data, size_t len) {
+  if (len == 0 || len > kNodeCacheBlock)
+    return Status::InvalidArgument(fmt::format("node cache: a block of {} bytes", len));
+  // Room first: a cache over its size, or a device under its free ratio, evicts before it grows.
+  const uint64_t file_bytes = kHeader + 4 * Slices(len) + len;
+  if (used_.load() + file_bytes > options_.max_bytes ||
+      since_scan_.load() >= std::min<uint64_t>(options_.max_bytes / 8, uint64_t{256} << 20)) {
+    Result<uint64_t> ev = Evict(options_.max_bytes > file_bytes
+                                    ? options_.max_bytes - file_bytes - options_.max_bytes / 16
+                                    : 0);
+    if (!ev.ok()) {
+      Complain(ev.status().message());
+      return ev.status();
+    }
+  }
+  const std::string dir = FidDir(fid);
+  const std::string path = BlockPath(fid, data_version, index);
+  const std::string tmp =
+      fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), tmp_seq_.fetch_add(1));
+  std::vector<uint8_t> meta(kHeader + 4 * Slices(len));
+  Header h{fid, data_version, index, static_cast<uint32_t>(len)};
+  EncodeHeader(h, meta.data());
+  for (size_t s = 0; s < Slices(len); ++s) {
+    const size_t part = std::min(kSlice, len - s * kSlice);
+    PutLe<uint32_t>(meta.data() + kHeader + 4 * s, Crc32c(data + s * kSlice, part));
+  }
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT) {
+    // The file's directory and its fan-out parent, but never the cache's own directories: a
+    // cache device that went away is not made again on whatever lies beneath its mount point.
+    const std::string fan = fs::path(dir).parent_path().string();
+    if ((::mkdir(fan.c_str(), 0700) == 0 || errno == EEXIST) &&
+        (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)) {
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+  }
+  if (fd < 0) {
+    Status st = Status::IoError(fmt::format("creating {}: {}", tmp, std::strerror(errno)));
+    Complain(st.message());
+    return st;
+  }
+  iovec iov[2] = {{meta.data(), meta.size()}, {const_cast<uint8_t*>(data), len}};
+  const ssize_t w = ::pwritev(fd, iov, 2, 0);
+  const int werr = errno;
+  ::close(fd);
+  // No fsync: a block that a crash leaves with lost bytes fails its CRCs at the next hit and is
+  // fetched again. The rename makes it visible whole.
+  if (w != static_cast<ssize_t>(meta.size() + len) || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = w < 0 ? werr : (w != static_cast<ssize_t>(meta.size() + len) ? ENOSPC : errno);
+    ::unlink(tmp.c_str());
+    Status st = Status::IoError(fmt::format("writing {}: {}", path, std::strerror(err)));
+    Complain(st.message());
+    return st;
+  }
+  used_.fetch_add(file_bytes);
+  since_scan_.fetch_add(file_bytes);
+  return Status::OK();
+}
+
+NodeCache::FillLock NodeCache::LockFill(const Fid& fid,
+                                        uint64_t data_version,
+                                        uint64_t index,
+                                        bool wait) {
+  const uint64_t h = FidHash()(fid) ^ (data_version * 0x9E3779B97F4A7C15ull) ^ (index * 31);
+  const std::string path =
+      fmt::format("{}/locks/{:04}", options_.dir, h % static_cast<uint64_t>(kLockStripes));
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
+    return FillLock();
+  }
+  int rc;
+  do {
+    rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    ::close(fd);
+    return FillLock();
+  }
+  return FillLock(fd);
+}
+
+Result<uint64_t> NodeCache::Scan(uint64_t evict_to, uint64_t* removed, uint64_t* blocks) {
+  std::lock_guard<std::mutex> lock(scan_mu_);
+  struct Entry {
+    int64_t mtime_ns;
+    uint64_t bytes;
+    std::string path;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  const fs::path root = fs::path(options_.dir) / "blocks";
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    if (it->is_directory(ec) || ::lstat(it->path().c_str(), &st) != 0)
+      continue;
+    const std::string name = it->path().filename().string();
+    if (const long owner = TempOwner(name); owner != 0) {
+      if (!ProcessAlive(owner))
+        ::unlink(it->path().c_str());  // a filler that died mid-way
+      continue;
+    }
+    entries.push_back(Entry{int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
+                            static_cast<uint64_t>(st.st_size), it->path().string()});
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  if (ec)
+    return Status::IoError(fmt::format("node cache {}: listing: {}", options_.dir, ec.message()));
+  *removed = 0;
+  if (evict_to != UINT64_MAX) {
+    struct statvfs vfs;
+    uint64_t free_need = 0;
+    if (::statvfs(options_.dir.c_str(), &vfs) == 0) {
+      const double total_dev = static_cast<double>(vfs.f_blocks) * vfs.f_frsize;
+      const double free_dev = static_cast<double>(vfs.f_bavail) * vfs.f_frsize;
+      const double want = options_.min_free_ratio * total_dev;
+      if (free_dev < want)
+        free_need = static_cast<uint64_t>(want - free_dev);
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
+    size_t i = 0;
+    while (i < entries.size() && (total > evict_to || *removed < free_need)) {
+      if (::unlink(entries[i].path.c_str()) == 0 || errno == ENOENT) {
+        total -= entries[i].bytes;
+        *removed += entries[i].bytes;
+      }
+      ++i;
+    }
+    entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  *blocks = entries.size();
+  used_ = total;
+  since_scan_ = 0;
+  return total;
+}
+
+Result<uint64_t> NodeCache::Evict(uint64_t target) {
+  uint64_t removed = 0, blocks = 0;
+  CIUIC_RETURN_IF_ERROR(Scan(target, &removed, &blocks).status());
+  return removed;
+}
+
+Result<uint64_t> NodeCache::Drop(const Fid& fid) {
+  std::error_code ec;
+  const fs::path root = fid.valid() ? fs::path(FidDir(fid)) : fs::path(options_.dir) / "blocks";
+  if (!fs::exists(root, ec))
+    return uint64_t{0};
+  uint64_t removed = 0;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    if (!it->is_directory(ec) && ::lstat(it->path().c_str(), &st) == 0 &&
+        ::unlink(it->path().c_str()) == 0) {
+      removed += static_cast<uint64_t>(st.st_size);
+    }
+  }
+  if (ec)
+    return Status::IoError(fmt::format("node cache {}: dropping: {}", options_.dir, ec.message()));
+  uint64_t gone = 0, blocks = 0;
+  CIUIC_RETURN_IF_ERROR(Scan(UINT64_MAX, &gone, &blocks).status());
+  return removed;
+}
+
+Result<NodeCacheStats> NodeCache::Stats() {
+  NodeCacheStats s;
+  uint64_t removed = 0;
+  CIUIC_ASSIGN_OR_RETURN(s.bytes, Scan(UINT64_MAX, &removed, &s.blocks));
+  s.max_bytes = options_.max_bytes;
+  struct statvfs vfs;
+  if (::statvfs(options_.dir.c_str(), &vfs) == 0) {
+    s.device_free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    s.device_total = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+  }
+  return s;
+}
+
+}  // namespace ciuic::client

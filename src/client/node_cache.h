@@ -1,0 +1,113 @@
+// The node cache (docs/design.md "Node cache", ARCHITECTURE Decision 14): one directory per
+// machine, shared by every ciuic client process on it, holding 1 MiB blocks of files keyed by
+// (FID, data_version, block index). Any change to a file moves its data_version, so a block is
+// never served for another version of the file.
+//
+// Layout: DIR/blocks/<fan>/<mds>-<seq>-<ver>/<data_version>-<index> (docs/formats/node-cache.md):
+// a header naming the key, the CRC32C of every 4 KiB slice, then the bytes. A block is written
+// whole under a temporary name and renamed into place: the name is the index entry, so a filler
+// killed mid-way leaves only a temporary file (removed at the next Open), never a visible half
+// block. Every hit is verified against its CRCs; a bad block is removed and reported as a miss.
+//
+// Cross-process exclusion: fills of one block take an flock on one of kLockStripes lock files
+// (DIR/locks/NNNN, chosen by the key's hash), so N processes reading one block fetch it once.
+// Size: at most max_bytes of blocks, and at least min_free_ratio of the device left free; the
+// least recently used blocks (by mtime, which a hit refreshes) go first.
+//
+// Thread-safe. Every failure of the cache itself (a full, missing or corrupt device) is logged
+// once a minute and answered as a miss: a read never fails because of the cache.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/fid.h"
+#include "common/status.h"
+
+namespace ciuic::client {
+
+inline constexpr uint64_t kNodeCacheBlock = uint64_t{1} << 20;
+
+struct NodeCacheOptions {
+  std::string dir;
+  uint64_t max_bytes = uint64_t{8} << 30;
+  double min_free_ratio = 0.10;  // of the cache device
+};
+
+struct NodeCacheStats {
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;  // of block files, headers included
+  uint64_t max_bytes = 0;
+  uint64_t device_free = 0;
+  uint64_t device_total = 0;
+};
+
+class NodeCache {
+ public:
+  // Creates the directories if needed, removes temporary files of dead fillers and counts what
+  // the cache holds.
+  static Result<std::unique_ptr<NodeCache>> Open(const NodeCacheOptions& options);
+  ~NodeCache();
+
+  // Reads block `index` of (fid, data_version) into `dst` (room for kNodeCacheBlock bytes).
+  // Returns its length, or NotFound on a miss (a corrupt block counts as one, and is removed).
+  Result<size_t> Get(const Fid& fid, uint64_t data_version, uint64_t index, uint8_t* dst);
+  // Stores a block (1..kNodeCacheBlock bytes). Best effort: a failure is logged and returned,
+  // and the caller goes on without the cache.
+  Status Put(
+      const Fid& fid, uint64_t data_version, uint64_t index, const uint8_t* data, size_t len);
+
+  // An exclusive lock on the fill of one block, across processes; unlocked when destroyed.
+  class FillLock {
+   public:
+    FillLock() = default;
+    explicit FillLock(int fd) : fd_(fd) {}
+    FillLock(FillLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    FillLock& operator=(FillLock&& o) noexcept;
+    ~FillLock();
+    bool held() const { return fd_ >= 0; }
+
+   private:
+    int fd_ = -1;
+  };
+  // Waits for the lock (blocking). `wait` false: returns a FillLock not held if another
+  // process or thread holds it.
+  FillLock LockFill(const Fid& fid, uint64_t data_version, uint64_t index, bool wait = true);
+
+  // Removes least recently used blocks until the cache holds at most `target` bytes and the
+  // device has its free ratio; returns how many bytes went.
+  Result<uint64_t> Evict(uint64_t target);
+  // Removes every block (of FID `fid` only when it is valid).
+  Result<uint64_t> Drop(const Fid& fid = Fid{});
+  Result<NodeCacheStats> Stats();
+  const std::string& dir() const { return options_.dir; }
+
+  // Counters of this process.
+  uint64_t hits() const { return hits_.load(); }
+  uint64_t misses() const { return misses_.load(); }
+  uint64_t corrupt() const { return corrupt_.load(); }
+
+ private:
+  explicit NodeCache(const NodeCacheOptions& options) : options_(options) {}
+  std::string BlockPath(const Fid& fid, uint64_t data_version, uint64_t index) const;
+  std::string FidDir(const Fid& fid) const;
+  // One line per minute at most for failures of the cache itself.
+  void Complain(const std::string& what);
+  // Scans the blocks: total bytes, and (when `evict_to` is not UINT64_MAX) removes the least
+  // recently used until at most that many bytes remain and the device has its free ratio.
+  Result<uint64_t> Scan(uint64_t evict_to, uint64_t* removed, uint64_t* blocks);
+
+  NodeCacheOptions options_;
+  std::atomic<uint64_t> used_{0};        // estimate: last scan plus this process's puts
+  std::atomic<uint64_t> since_scan_{0};  // bytes this process put since the last scan
+  std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0};
+  std::atomic<uint64_t> tmp_seq_{0};
+  std::mutex scan_mu_;
+  std::mutex complain_mu_;
+  int64_t last_complaint_ms_ = 0;
+};
+
+}  // namespace ciuic::client

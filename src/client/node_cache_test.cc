@@ -1,0 +1,199 @@
+#include "client/node_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+namespace ciuic::client {
+namespace {
+
+namespace fs = std::filesystem;
+
+class NodeCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ciuic-node-cache-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::unique_ptr<NodeCache> Open(uint64_t max_bytes = uint64_t{1} << 30) {
+    NodeCacheOptions o;
+    o.dir = dir_;
+    o.max_bytes = max_bytes;
+    o.min_free_ratio = 0;
+    auto c = NodeCache::Open(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  static std::vector<uint8_t> Bytes(size_t n, uint32_t seed) {
+    std::vector<uint8_t> v(n);
+    std::mt19937 rng(seed);
+    for (auto& b : v)
+      b = static_cast<uint8_t>(rng());
+    return v;
+  }
+  // Every regular file below DIR/blocks.
+  std::vector<fs::path> Files() {
+    std::vector<fs::path> out;
+    for (auto& e : fs::recursive_directory_iterator(fs::path(dir_) / "blocks"))
+      if (e.is_regular_file())
+        out.push_back(e.path());
+    return out;
+  }
+  std::string dir_;
+  const Fid fid_{0x1234, 0, 0};
+};
+
+TEST_F(NodeCacheTest, ABlockIsServedOnlyForItsOwnKey) {
+  auto c = Open();
+  std::vector<uint8_t> whole = Bytes(kNodeCacheBlock, 1), tail = Bytes(5000, 2);
+  ASSERT_TRUE(c->Put(fid_, 7, 0, whole.data(), whole.size()).ok());
+  ASSERT_TRUE(c->Put(fid_, 7, 3, tail.data(), tail.size()).ok());
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  auto n = c->Get(fid_, 7, 0, got.data());
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, whole.size());
+  EXPECT_EQ(got, whole);
+  n = c->Get(fid_, 7, 3, got.data());
+  ASSERT_TRUE(n.ok());
+  ASSERT_EQ(*n, tail.size());
+  EXPECT_EQ(0, std::memcmp(got.data(), tail.data(), tail.size()));
+  // Another data version, block or file: a miss.
+  EXPECT_EQ(c->Get(fid_, 8, 0, got.data()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->Get(fid_, 7, 1, got.data()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->Get(Fid{0x1235, 0, 0}, 7, 0, got.data()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->hits(), 2u);
+  EXPECT_EQ(c->misses(), 3u);
+  // Another process (a new NodeCache on the same directory) finds them: the directory is the
+  // index, and it survives restarts.
+  auto again = Open();
+  EXPECT_TRUE(again->Get(fid_, 7, 0, got.data()).ok());
+  auto st = again->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->blocks, 2u);
+}
+
+TEST_F(NodeCacheTest, ACorruptBlockIsRemovedAndReportedAsAMiss) {
+  auto c = Open();
+  std::vector<uint8_t> data = Bytes(300000, 3);
+  ASSERT_TRUE(c->Put(fid_, 1, 0, data.data(), data.size()).ok());
+  ASSERT_EQ(Files().size(), 1u);
+  const fs::path f = Files()[0];
+  {
+    // One flipped byte in the middle of the data.
+    int fd = ::open(f.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    uint8_t b;
+    const off_t at = static_cast<off_t>(fs::file_size(f) - 150000);
+    ASSERT_EQ(::pread(fd, &b, 1, at), 1);
+    b ^= 0x40;
+    ASSERT_EQ(::pwrite(fd, &b, 1, at), 1);
+    ::close(fd);
+  }
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  EXPECT_EQ(c->Get(fid_, 1, 0, got.data()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->corrupt(), 1u);
+  EXPECT_TRUE(Files().empty());
+  // A truncated block and a header naming another key are misses too.
+  ASSERT_TRUE(c->Put(fid_, 1, 0, data.data(), data.size()).ok());
+  fs::resize_file(Files()[0], 1000);
+  EXPECT_EQ(c->Get(fid_, 1, 0, got.data()).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(c->Put(fid_, 1, 0, data.data(), data.size()).ok());
+  fs::rename(Files()[0], Files()[0].parent_path() / "2-0");  // now named data version 2
+  EXPECT_EQ(c->Get(fid_, 2, 0, got.data()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c->corrupt(), 3u);
+}
+
+TEST_F(NodeCacheTest, AFillerThatDiedLeavesNothingVisibleAndItsFileGoesAtOpen) {
+  auto c = Open();
+  std::vector<uint8_t> data = Bytes(4096, 4);
+  ASSERT_TRUE(c->Put(fid_, 1, 0, data.data(), data.size()).ok());
+  const fs::path block = Files()[0];
+  // What a filler killed before its rename leaves: a temporary file of a dead process, beside
+  // the name of a block that was never made visible.
+  pid_t child = ::fork();
+  if (child == 0)
+    ::_exit(0);
+  ASSERT_GT(child, 0);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  const fs::path dead = block.parent_path() / fmt::format("1-1.tmp.{}.0", static_cast<long>(child));
+  std::ofstream(dead) << "half a block";
+  const fs::path live =
+      block.parent_path() / fmt::format("1-2.tmp.{}.0", static_cast<long>(::getpid()));
+  std::ofstream(live) << "being written";
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  EXPECT_EQ(c->Get(fid_, 1, 1, got.data()).status().code(), StatusCode::kNotFound);
+  auto again = Open();
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));  // its filler still runs
+  EXPECT_TRUE(again->Get(fid_, 1, 0, got.data()).ok());
+}
+
+TEST_F(NodeCacheTest, EvictionRemovesTheLeastRecentlyUsedFirst) {
+  const uint64_t file = 48 + 4 * 256 + kNodeCacheBlock;  // one whole block's file
+  auto c = Open(4 * file + file / 2);
+  std::vector<uint8_t> data = Bytes(kNodeCacheBlock, 5);
+  for (uint64_t i = 0; i < 4; ++i)
+    ASSERT_TRUE(c->Put(fid_, 1, i, data.data(), data.size()).ok());
+  // Use times set by hand (no clock in the test): block 0 oldest, then 1, 2, 3; a hit on 0
+  // makes it the newest.
+  int64_t t = 1000000;
+  for (uint64_t i = 0; i < 4; ++i) {
+    const std::string p =
+        fmt::format("{}/blocks/{:02x}/0-{:x}-0/1-{:x}", dir_, fid_.seq & 0xff, fid_.seq, i);
+    timespec ts[2] = {{t, 0}, {t, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0) << p;
+    t += 10;
+  }
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  ASSERT_TRUE(c->Get(fid_, 1, 0, got.data()).ok());  // now, far after t
+  // A fifth block does not fit: the least recently used (1) goes, then (to leave room) 2.
+  ASSERT_TRUE(c->Put(fid_, 1, 4, data.data(), data.size()).ok());
+  EXPECT_TRUE(c->Get(fid_, 1, 0, got.data()).ok());
+  EXPECT_FALSE(c->Get(fid_, 1, 1, got.data()).ok());
+  EXPECT_TRUE(c->Get(fid_, 1, 4, got.data()).ok());
+  auto st = c->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_LE(st->bytes, 4 * file + file / 2);
+}
+
+TEST_F(NodeCacheTest, OneFillOfABlockAtATime) {
+  auto c = Open();
+  NodeCache::FillLock a = c->LockFill(fid_, 1, 0);
+  ASSERT_TRUE(a.held());
+  // Another open of the lock file (another process, or thread) cannot take it meanwhile.
+  EXPECT_FALSE(c->LockFill(fid_, 1, 0, /*wait=*/false).held());
+  a = NodeCache::FillLock();
+  EXPECT_TRUE(c->LockFill(fid_, 1, 0, /*wait=*/false).held());
+}
+
+TEST_F(NodeCacheTest, AMissingDeviceIsAMissNeverAFailedRead) {
+  auto c = Open();
+  std::vector<uint8_t> data = Bytes(8192, 6);
+  ASSERT_TRUE(c->Put(fid_, 1, 0, data.data(), data.size()).ok());
+  fs::remove_all(dir_);
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  EXPECT_EQ(c->Get(fid_, 1, 0, got.data()).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(c->Put(fid_, 1, 1, data.data(), data.size()).ok());
+  // A cache that cannot be made at all is a clear error for the one who asked for it.
+  NodeCacheOptions o;
+  o.dir = "/proc/ciuic-no-such-cache";
+  EXPECT_FALSE(NodeCache::Open(o).ok());
+}
+
+}  // namespace
+}  // namespace ciuic::client
