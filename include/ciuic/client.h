@@ -82,6 +82,15 @@ struct ClientOptions {
   // placed there by the OSS directly, without crossing a socket. $CIUIC_SHM_READS=0 turns it
   // off too.
   bool shm_reads = true;
+  // The node cache (docs/design.md "Node cache"): a directory shared by every ciuic client on
+  // this machine that keeps 1 MiB blocks of the files read, keyed by FID and data_version, so a
+  // second read (another epoch, another process) comes from local disk. Files opened read-only
+  // are read through it. Empty: $CIUIC_NODE_CACHE, else none. A directory that cannot be used
+  // is logged once and the client runs without it.
+  std::string node_cache_dir;
+  // Its size cap in bytes; 0: $CIUIC_NODE_CACHE_BYTES, else 8 GiB. At least 10 % of the cache
+  // device is always left free.
+  uint64_t node_cache_bytes = 0;
 };
 
 // Memory shared with the OSSes on this host (a sealed memfd, docs/formats/shm-register.md).
@@ -151,6 +160,9 @@ struct OpenOptions {
   // Explicit layout for a file this Open creates (ignored for an existing file); OSTs may be
   // left empty for the MDS to choose.
   const FileLayout* layout = nullptr;
+  // Read this file past the node cache (ClientOptions::node_cache_dir): neither served from it
+  // nor filling it.
+  bool no_node_cache = false;
 };
 
 struct StatFs {

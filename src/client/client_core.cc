@@ -22,6 +22,9 @@ namespace {
 // Threads of the pool that runs blocking work for the data path (connects, map refreshes).
 constexpr size_t kPoolThreads = 2;
 constexpr size_t kPoolQueue = 4096;
+// Threads serving asynchronous reads through the node cache: each may wait on the local disk,
+// on another process's fill of a block, or on the OSTs for a miss.
+constexpr size_t kCachePoolThreads = 4;
 
 std::string DefaultClientName() {
   char host[256] = {};
@@ -110,6 +113,27 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   return core;
 }
 
+void ClientCore::OpenNodeCache() {
+  NodeCacheOptions o;
+  o.dir = options_.node_cache_dir;
+  if (const char* env = std::getenv("CIUIC_NODE_CACHE"); o.dir.empty() && env != nullptr)
+    o.dir = env;
+  if (o.dir.empty())
+    return;
+  o.max_bytes = options_.node_cache_bytes;
+  if (const char* env = std::getenv("CIUIC_NODE_CACHE_BYTES"); o.max_bytes == 0 && env != nullptr)
+    o.max_bytes = std::strtoull(env, nullptr, 10);
+  if (o.max_bytes == 0)
+    o.max_bytes = uint64_t{8} << 30;
+  Result<std::unique_ptr<NodeCache>> c = NodeCache::Open(o);
+  if (!c.ok()) {
+    LOG_WARN("client: {}; running without the node cache", c.status().ToString());
+    return;
+  }
+  node_cache_ = std::move(*c);
+  cache_pool_ = std::make_unique<ThreadPool>(kCachePoolThreads, kPoolQueue, "client-cache");
+}
+
 Status ClientCore::Init() {
   CIUIC_ASSIGN_OR_RETURN(std::string path, FindClusterFile(options_.cluster_file));
   CIUIC_ASSIGN_OR_RETURN(cluster_, ClusterFile::Load(path));
@@ -121,6 +145,7 @@ Status ClientCore::Init() {
   loop_ = std::make_unique<net::EventLoop>(options_.io_threads);
   timers_ = std::make_unique<TimerQueue>();
   pool_ = std::make_unique<ThreadPool>(kPoolThreads, kPoolQueue, "client");
+  OpenNodeCache();
 
   {
     // The first connect fails fast: a client started against a dead cluster should say so.
@@ -255,6 +280,8 @@ void ClientCore::Shutdown() {
     renew_thread_.join();
   if (timers_)
     timers_->Stop();
+  if (cache_pool_)
+    cache_pool_->Stop();
   if (pool_)
     pool_->Stop();
   std::vector<std::shared_ptr<net::RpcChannel>> chans;

@@ -33,6 +33,7 @@
 
 #include "ciuic.pb.h"
 #include "ciuic/client.h"
+#include "client/node_cache.h"
 #include "client/range_lock.h"
 #include "client/timer_queue.h"
 #include "common/config.h"
@@ -205,6 +206,10 @@ class ClientCore {
   // Blocking-work pool and timers, for the data path.
   ThreadPool& pool() { return *pool_; }
   TimerQueue& timers() { return *timers_; }
+  // The node cache, or null when none is configured (or it could not be opened), and the pool
+  // that serves asynchronous reads through it (its local IO and fill locks block).
+  NodeCache* node_cache() { return node_cache_.get(); }
+  ThreadPool& cache_pool() { return *cache_pool_; }
 
   // Directory path -> FID cache for parent lookups (dentry_cache_ms).
   bool LookupDirCache(const std::string& path, Fid* fid);
@@ -237,6 +242,7 @@ class ClientCore {
  private:
   explicit ClientCore(const ClientOptions& options);
   Status Init();
+  void OpenNodeCache();
   // Opens a session; when `lost` is non-zero, only if the current session is still that one.
   Status OpenSession(uint64_t lost = 0);
   void RenewLoop();
@@ -352,6 +358,8 @@ class ClientCore {
   std::mutex shm_mu_;
   std::vector<std::weak_ptr<ShmState>> shm_;  // CIUIC_GUARDED_BY(shm_mu_)
   std::shared_ptr<ShmSpare> shm_spare_;
+  std::unique_ptr<NodeCache> node_cache_;
+  std::unique_ptr<ThreadPool> cache_pool_;
 
   std::mutex nodes_mu_;
   std::unordered_map<Fid, std::weak_ptr<Node>, FidHash> nodes_;

@@ -157,6 +157,12 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
 
   // Posts `cb(r)` to the pool (completions never run on the caller's stack).
   void PostCompletion(IoCallback cb, Result<size_t> r);
+  // Reads go through the node cache: one is configured, this handle is read-only and did not
+  // write, and the open did not opt out.
+  bool UseNodeCache() const;
+  // Reads [offset, offset + len) of a file of `size` bytes block by block from the node cache,
+  // filling the blocks it misses from the OSTs (blocking).
+  Result<size_t> ReadViaNodeCache(uint8_t* buf, uint64_t len, uint64_t offset, uint64_t size);
 
   std::shared_ptr<ClientCore> core_;
   std::shared_ptr<Node> node_;

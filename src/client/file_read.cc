@@ -7,6 +7,7 @@
 #include "client/file_impl.h"
 #include "client/hsm.h"
 #include "client/io_plan.h"
+#include "client/node_cache.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "net/pb_convert.h"
@@ -321,6 +322,60 @@ Result<size_t> OpenFile::ReadThroughCache(uint8_t* buf,
   return static_cast<size_t>(done);
 }
 
+bool OpenFile::UseNodeCache() const {
+  if (core_->node_cache() == nullptr || options_.no_node_cache || writable())
+    return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return !wrote_;
+}
+
+Result<size_t> OpenFile::ReadViaNodeCache(uint8_t* buf,
+                                          uint64_t len,
+                                          uint64_t offset,
+                                          uint64_t size) {
+  NodeCache* nc = core_->node_cache();
+  const Fid fid = node_->fid;
+  uint64_t dv;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dv = seen_data_version_;
+  }
+  thread_local std::unique_ptr<uint8_t[]> block;
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t pos = offset + done;
+    const uint64_t idx = pos / kNodeCacheBlock;
+    const uint64_t start = idx * kNodeCacheBlock;
+    const uint64_t blen = std::min(kNodeCacheBlock, size - start);
+    const uint64_t in = pos - start;
+    const uint64_t take = std::min(len - done, blen - in);
+    // A whole block lands in the caller's buffer; part of one goes through a block buffer.
+    uint8_t* dest = buf + done;
+    if (in != 0 || take != blen) {
+      if (!block)
+        block.reset(new uint8_t[kNodeCacheBlock]);
+      dest = block.get();
+    }
+    auto hit = [&] {
+      Result<size_t> got = nc->Get(fid, dv, idx, dest, blen);
+      return got.ok() && *got == blen;
+    };
+    if (!hit()) {
+      // One fill per block across this machine's processes: a reader that waited finds it.
+      NodeCache::FillLock lock = nc->LockFill(fid, dv, idx);
+      if (!hit()) {
+        CIUIC_ASSIGN_OR_RETURN(size_t got, ReadDirect(dest, blen, start));
+        if (got == blen)
+          nc->Put(fid, dv, idx, dest, blen).IgnoreError();  // logged; the read goes on
+      }
+    }
+    if (dest != buf + done)
+      std::memcpy(buf + done, dest + in, take);
+    done += take;
+  }
+  return static_cast<size_t>(done);
+}
+
 Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
   CIUIC_RETURN_IF_ERROR(CheckOpen(false));
   if (len == 0)
@@ -334,6 +389,8 @@ Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
     return size_t{0};
   const uint64_t n = std::min<uint64_t>(len, size - offset);
   node_->FlushOverlapping(offset, n, true);
+  if (UseNodeCache())
+    return ReadViaNodeCache(static_cast<uint8_t*>(buf), n, offset, size);
   return ReadThroughCache(static_cast<uint8_t*>(buf), n, offset, size);
 }
 
@@ -353,6 +410,24 @@ void OpenFile::PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb)
     return;
   }
   const uint64_t n = std::min<uint64_t>(len, size - offset);
+  if (UseNodeCache()) {
+    // Local IO and fill locks block: on the cache's own pool.
+    auto self = shared_from_this();
+    auto shared_cb = std::make_shared<IoCallback>(std::move(cb));
+    OpStart(false);
+    if (core_->cache_pool().TrySubmit([self, buf, n, offset, size, shared_cb] {
+          self->node_->FlushOverlapping(offset, n, true);
+          Result<size_t> r = self->ReadViaNodeCache(static_cast<uint8_t*>(buf), n, offset, size);
+          (*shared_cb)(std::move(r));
+          self->OpDone(false);
+        })) {
+      return;
+    }
+    OpDone(false);
+    PostCompletion(std::move(*shared_cb),
+                   Status::Aborted(fmt::format("{}: client shut down", path_)));
+    return;
+  }
   if (!node_->FlushOverlapping(offset, n, false)) {
     // A buffer is busy (its owner waits on the network): flush and read from the pool.
     auto self = shared_from_this();

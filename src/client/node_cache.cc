@@ -153,7 +153,8 @@ void NodeCache::Complain(const std::string& what) {
   LOG_WARN("node cache {}: {}; reading from the OSTs", options_.dir, what);
 }
 
-Result<size_t> NodeCache::Get(const Fid& fid, uint64_t data_version, uint64_t index, uint8_t* dst) {
+Result<size_t> NodeCache::Get(
+    const Fid& fid, uint64_t data_version, uint64_t index, uint8_t* dst, size_t room) {
   const std::string path = BlockPath(fid, data_version, index);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -172,6 +173,10 @@ Result<size_t> NodeCache::Get(const Fid& fid, uint64_t data_version, uint64_t in
     bad = Status::Corruption("bad header");
   } else if (h.fid != fid || h.data_version != data_version || h.index != index) {
     bad = Status::Corruption("header names another block");
+  } else if (h.length > room) {
+    ::close(fd);
+    misses_.fetch_add(1);
+    return Status::NotFound("cached block is longer than asked for");
   } else {
     len = h.length;
     const size_t crc_bytes = 4 * Slices(len);

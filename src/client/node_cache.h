@@ -52,9 +52,14 @@ class NodeCache {
   static Result<std::unique_ptr<NodeCache>> Open(const NodeCacheOptions& options);
   ~NodeCache();
 
-  // Reads block `index` of (fid, data_version) into `dst` (room for kNodeCacheBlock bytes).
-  // Returns its length, or NotFound on a miss (a corrupt block counts as one, and is removed).
-  Result<size_t> Get(const Fid& fid, uint64_t data_version, uint64_t index, uint8_t* dst);
+  // Reads block `index` of (fid, data_version) into `dst` (room for `room` bytes). Returns its
+  // length, or NotFound on a miss (a corrupt block counts as one, and is removed; a block longer
+  // than `room` is a miss too).
+  Result<size_t> Get(const Fid& fid,
+                     uint64_t data_version,
+                     uint64_t index,
+                     uint8_t* dst,
+                     size_t room = kNodeCacheBlock);
   // Stores a block (1..kNodeCacheBlock bytes). Best effort: a failure is logged and returned,
   // and the caller goes on without the cache.
   Status Put(
