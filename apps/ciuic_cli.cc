@@ -22,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cache_cmd.h"
 #include "ciuic/client.h"
 #include "client_keys_cmd.h"
 #include "cluster_cmd.h"
@@ -997,6 +998,11 @@ int Main(int argc, char** argv) {
                    "bound on each OSS's copies to a returning or replaced OST, MiB/s; 0: none "
                    "(saved; 128)")
       ->check(CLI::Range(0, 1 << 20));
+  up_cmd->add_option("--node-cache", up.node_cache,
+                     "node cache of this machine's clients: a directory on fast local disk, or "
+                     "none (saved in cluster.conf; default none)");
+  up_cmd->add_option("--node-cache-size", up.node_cache_size,
+                     "size cap of the node cache, e.g. 20G (saved; 8G)");
   up_cmd->add_option("--hsm-high", up.hsm_high, "HSM high watermark, % of OST space (saved; 90)")
       ->check(CLI::Range(0.0, 100.0));
   up_cmd->add_option("--hsm-low", up.hsm_low, "HSM low watermark, % of OST space (saved; 80)")
@@ -1223,6 +1229,82 @@ int Main(int argc, char** argv) {
       rc = CmdHsm(**c, name, resolved, hsm_r);
     });
   }
+
+  auto* cache = app.add_subcommand(
+      "cache", "the node cache of this machine: what it holds, drop it, warm it with files");
+  cache->require_subcommand(1);
+  std::vector<std::string> cache_paths;
+  bool cache_r = false;
+  // The cache this machine's clients use (cluster.conf's node_cache, or $CIUIC_NODE_CACHE).
+  auto cache_options = [&] {
+    std::string dir;
+    uint64_t bytes = 0;
+    if (auto path = FindClusterFile(g_cluster_file); path.ok()) {
+      if (auto cf = ClusterFile::Load(*path); cf.ok()) {
+        dir = cf->node_cache;
+        bytes = cf->node_cache_bytes;
+      }
+    }
+    return client::ResolveNodeCache("", 0, dir, bytes);
+  };
+  cache->add_subcommand("status", "the cache's directory, what it holds and its device's space")
+      ->callback([&] { rc = CmdCacheStatus(cache_options()); });
+  auto* cache_drop = cache->add_subcommand(
+      "drop",
+      "remove the cached blocks of files, or every block\nExample: ciuic cache drop -r /ckpt/old");
+  cache_drop->add_option("paths", cache_paths, "cluster paths, or paths inside a ciuic mount");
+  cache_drop->add_flag("-r,--recursive", cache_r, "every regular file under directories");
+  cache_drop->callback([&] {
+    std::unique_ptr<Client> client;
+    std::vector<std::string> resolved;
+    if (!cache_paths.empty()) {
+      auto c = Connect();
+      if (!c.ok()) {
+        rc = Fail(c.status());
+        return;
+      }
+      client = std::move(*c);
+      for (const auto& raw : cache_paths) {
+        auto p = ClusterPathArg(*client, raw);
+        if (!p.ok()) {
+          rc = Fail(p.status());
+          return;
+        }
+        resolved.push_back(*p);
+      }
+    }
+    rc = CmdCacheDrop(cache_options(), client.get(), resolved, cache_r);
+  });
+  auto* cache_warm = cache->add_subcommand(
+      "warm",
+      "read files into the node cache before a job needs them\nExample: ciuic cache warm -r "
+      "/datasets/imagenet");
+  cache_warm->add_option("paths", cache_paths, "cluster paths, or paths inside a ciuic mount")
+      ->required();
+  cache_warm->add_flag("-r,--recursive", cache_r, "every regular file under directories");
+  cache_warm->callback([&] {
+    if (cache_options().dir.empty()) {
+      rc = Fail(Status::InvalidArgument(
+          "cache warm: no node cache is configured: `ciuic cluster up DIR --node-cache "
+          "CACHE_DIR`, or CIUIC_NODE_CACHE=CACHE_DIR"));
+      return;
+    }
+    auto c = Connect();
+    if (!c.ok()) {
+      rc = Fail(c.status());
+      return;
+    }
+    std::vector<std::string> resolved;
+    for (const auto& raw : cache_paths) {
+      auto p = ClusterPathArg(**c, raw);
+      if (!p.ok()) {
+        rc = Fail(p.status());
+        return;
+      }
+      resolved.push_back(*p);
+    }
+    rc = CmdCacheWarm(**c, resolved, cache_r);
+  });
 
   std::string pol_dir;
   std::vector<std::string> pol_args;

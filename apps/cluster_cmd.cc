@@ -452,6 +452,26 @@ int ClusterUp(const ClusterUpOptions& o) {
     }
   }
 
+  if (!o.node_cache.empty() || !o.node_cache_size.empty()) {
+    if (!o.node_cache.empty()) {
+      cf.node_cache = o.node_cache == "none" || o.node_cache == "off"
+                          ? std::string()
+                          : fs::absolute(o.node_cache, ec).string();
+    }
+    if (!o.node_cache_size.empty()) {
+      Result<uint64_t> n = ParseSize(o.node_cache_size);
+      if (!n.ok() || *n == 0) {
+        Fail(fmt::format("--node-cache-size '{}': want a size such as 20G", o.node_cache_size));
+        return 1;
+      }
+      cf.node_cache_bytes = *n;
+    }
+    if (auto s = cf.Save(conf); !s.ok()) {
+      Fail(s.message());
+      return 1;
+    }
+  }
+
   // The cold tier (HSM): a directory beside the OSTs unless the cluster names another store.
   std::string cold_url = shape.cold_tier;
   if (cold_url.empty()) {

@@ -31,6 +31,11 @@ struct ClusterUpOptions {
   // Bandwidth bound of each OSS's resync copies in MiB/s, 0 = none; negative: keep what the
   // cluster saved (new clusters: 128).
   int resync_mbps = -1;
+  // The node cache of this machine's clients, recorded in cluster.conf: a directory, "none" to
+  // turn it off, or empty to keep what the file says (new clusters: none). Its size cap: empty
+  // keeps it (default 8 GiB).
+  std::string node_cache;
+  std::string node_cache_size;
 };
 
 // Each returns the process exit code and prints one clear line on failure.

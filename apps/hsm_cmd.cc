@@ -24,13 +24,13 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir == "/" ? "/" + name : dir + "/" + name;
 }
 
-// Appends the regular files at `path` (recursively under a directory when `recursive`) and
-// their sizes (for the progress bar).
-Status Collect(Client& c,
-               const std::string& path,
-               bool recursive,
-               std::vector<std::string>* out,
-               std::vector<uint64_t>* sizes) {
+}  // namespace
+
+Status CollectFiles(Client& c,
+                    const std::string& path,
+                    bool recursive,
+                    std::vector<std::string>* out,
+                    std::vector<uint64_t>* sizes) {
   CIUIC_ASSIGN_OR_RETURN(FileStat st, c.Stat(path));
   if (st.is_reg()) {
     out->push_back(path);
@@ -49,7 +49,7 @@ Status Collect(Client& c,
       continue;
     const std::string child = JoinPath(path, e.name);
     if ((e.type & S_IFMT) == S_IFDIR) {
-      CIUIC_RETURN_IF_ERROR(Collect(c, child, true, out, sizes));
+      CIUIC_RETURN_IF_ERROR(CollectFiles(c, child, true, out, sizes));
     } else if ((e.type & S_IFMT) == S_IFREG) {
       CIUIC_ASSIGN_OR_RETURN(FileStat fs, c.Stat(child));
       out->push_back(child);
@@ -58,6 +58,8 @@ Status Collect(Client& c,
   }
   return Status::OK();
 }
+
+namespace {
 
 Status RunOne(Client& c, const std::string& action, const std::string& path, std::string* line) {
   if (action == "archive")
@@ -90,7 +92,7 @@ int CmdHsm(Client& c,
   std::vector<std::string> files;
   std::vector<uint64_t> sizes;
   for (const std::string& p : paths) {
-    Status st = Collect(c, p, recursive, &files, &sizes);
+    Status st = CollectFiles(c, p, recursive, &files, &sizes);
     if (!st.ok()) {
       fmt::print(stderr, "ciuic: hsm {}: {}\n", action, st.message());
       rc = 1;

@@ -85,11 +85,12 @@ struct ClientOptions {
   // The node cache (docs/design.md "Node cache"): a directory shared by every ciuic client on
   // this machine that keeps 1 MiB blocks of the files read, keyed by FID and data_version, so a
   // second read (another epoch, another process) comes from local disk. Files opened read-only
-  // are read through it. Empty: $CIUIC_NODE_CACHE, else none. A directory that cannot be used
-  // is logged once and the client runs without it.
+  // are read through it. Empty: $CIUIC_NODE_CACHE, else the cluster file's `node_cache`
+  // (`ciuic cluster up --node-cache DIR`), else none; "none" turns it off. A directory that
+  // cannot be used is logged once and the client runs without it.
   std::string node_cache_dir;
-  // Its size cap in bytes; 0: $CIUIC_NODE_CACHE_BYTES, else 8 GiB. At least 10 % of the cache
-  // device is always left free.
+  // Its size cap in bytes; 0: $CIUIC_NODE_CACHE_BYTES, else the cluster file's, else 8 GiB. At
+  // least 10 % of the cache device is always left free.
   uint64_t node_cache_bytes = 0;
 };
 

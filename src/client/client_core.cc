@@ -114,17 +114,10 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
 }
 
 void ClientCore::OpenNodeCache() {
-  NodeCacheOptions o;
-  o.dir = options_.node_cache_dir;
-  if (const char* env = std::getenv("CIUIC_NODE_CACHE"); o.dir.empty() && env != nullptr)
-    o.dir = env;
+  const NodeCacheOptions o = ResolveNodeCache(options_.node_cache_dir, options_.node_cache_bytes,
+                                              cluster_.node_cache, cluster_.node_cache_bytes);
   if (o.dir.empty())
     return;
-  o.max_bytes = options_.node_cache_bytes;
-  if (const char* env = std::getenv("CIUIC_NODE_CACHE_BYTES"); o.max_bytes == 0 && env != nullptr)
-    o.max_bytes = std::strtoull(env, nullptr, 10);
-  if (o.max_bytes == 0)
-    o.max_bytes = uint64_t{8} << 30;
   Result<std::unique_ptr<NodeCache>> c = NodeCache::Open(o);
   if (!c.ok()) {
     LOG_WARN("client: {}; running without the node cache", c.status().ToString());

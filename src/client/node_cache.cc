@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -19,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "common/config.h"
 #include "common/crc32c.h"
 #include "common/logging.h"
 #include "common/time_util.h"
@@ -96,6 +98,27 @@ long TempOwner(const std::string& name) {
 }
 
 }  // namespace
+
+NodeCacheOptions ResolveNodeCache(const std::string& dir,
+                                  uint64_t bytes,
+                                  const std::string& cluster_dir,
+                                  uint64_t cluster_bytes) {
+  NodeCacheOptions o;
+  const char* env = std::getenv("CIUIC_NODE_CACHE");
+  o.dir = !dir.empty() ? dir : (env != nullptr && *env != '\0') ? std::string(env) : cluster_dir;
+  if (o.dir == "none" || o.dir == "off")
+    o.dir.clear();
+  o.max_bytes = bytes;
+  if (const char* b = std::getenv("CIUIC_NODE_CACHE_BYTES"); o.max_bytes == 0 && b != nullptr) {
+    Result<uint64_t> n = ParseSize(b);
+    o.max_bytes = n.ok() ? *n : 0;
+  }
+  if (o.max_bytes == 0)
+    o.max_bytes = cluster_bytes;
+  if (o.max_bytes == 0)
+    o.max_bytes = uint64_t{8} << 30;
+  return o;
+}
 
 NodeCache::FillLock& NodeCache::FillLock::operator=(FillLock&& o) noexcept {
   if (this != &o) {

@@ -37,6 +37,14 @@ struct NodeCacheOptions {
   double min_free_ratio = 0.10;  // of the cache device
 };
 
+// The node cache a client uses: `dir` (ClientOptions::node_cache_dir), else $CIUIC_NODE_CACHE,
+// else the cluster file's node_cache; "none" or "off" at any step means none (dir empty). The
+// size: `bytes`, else $CIUIC_NODE_CACHE_BYTES, else the cluster file's, else 8 GiB.
+NodeCacheOptions ResolveNodeCache(const std::string& dir,
+                                  uint64_t bytes,
+                                  const std::string& cluster_dir,
+                                  uint64_t cluster_bytes);
+
 struct NodeCacheStats {
   uint64_t blocks = 0;
   uint64_t bytes = 0;  // of block files, headers included

@@ -95,6 +95,15 @@ Result<ClusterFile> ClusterFile::Parse(std::string_view text, const std::string&
       cf.key_id = static_cast<uint32_t>(v);
     } else if (key == "secret") {
       cf.secret_hex = val;
+    } else if (key == "node_cache") {
+      cf.node_cache = val;
+    } else if (key == "node_cache_bytes") {
+      Result<uint64_t> n = ParseSize(val);
+      if (!n.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("{}:{}: bad node_cache_bytes '{}'", name, lineno, val));
+      }
+      cf.node_cache_bytes = *n;
     }
     // Unknown keys are ignored so newer files stay readable.
   }
@@ -119,6 +128,10 @@ Status ClusterFile::Save(const std::string& path) const {
         << "mds = " << mds.ToString() << "\n"
         << "key_id = " << key_id << "\n"
         << "secret = " << secret_hex << "\n";
+    if (!node_cache.empty()) {
+      out << "node_cache = " << node_cache << "\n"
+          << "node_cache_bytes = " << node_cache_bytes << "\n";
+    }
     if (!out.flush())
       return Status::IoError(fmt::format("cannot write {}", tmp));
   }

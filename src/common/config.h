@@ -24,6 +24,11 @@ struct ClusterFile {
   HostPort mds;
   std::string secret_hex;  // 32 random bytes, hex
   uint32_t key_id = 1;
+  // The node cache of clients on this machine (docs/design.md "Node cache"): a directory, or
+  // empty for none, and its size cap in bytes (0: the default). Written by `cluster up
+  // --node-cache`; ClientOptions and $CIUIC_NODE_CACHE override it.
+  std::string node_cache;
+  uint64_t node_cache_bytes = 0;
 
   // Reads and validates `path`. kNotFound if missing, kInvalidArgument if malformed.
   static Result<ClusterFile> Load(const std::string& path);

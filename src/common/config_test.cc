@@ -69,6 +69,31 @@ TEST(ClusterFileTest, KeyIdMustBeANumberThatFits) {
   }
 }
 
+TEST(ClusterFileTest, NodeCacheKeysAreOptionalAndChecked) {
+  const std::string rest = "mds = 127.0.0.1:1\nsecret = " + std::string(32, 'a') + "\n";
+  auto none = ClusterFile::Parse(rest, "cf");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->node_cache.empty());
+  EXPECT_EQ(none->node_cache_bytes, 0u);
+  auto some = ClusterFile::Parse(rest + "node_cache = /nvme/c\nnode_cache_bytes = 2G\n", "cf");
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  EXPECT_EQ(some->node_cache, "/nvme/c");
+  EXPECT_EQ(some->node_cache_bytes, uint64_t{2} << 30);
+  EXPECT_EQ(ClusterFile::Parse(rest + "node_cache_bytes = lots\n", "cf").status().code(),
+            StatusCode::kInvalidArgument);
+  // Saved and loaded back.
+  char tmpl[] = "/tmp/ciuic-cf-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/cluster.conf";
+  ASSERT_TRUE(some->Save(path).ok());
+  auto back = ClusterFile::Load(path);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->node_cache, "/nvme/c");
+  EXPECT_EQ(back->node_cache_bytes, uint64_t{2} << 30);
+  unlink(path.c_str());
+  rmdir(tmpl);
+}
+
 TEST(HostPortTest, Parse) {
   EXPECT_EQ(HostPort::Parse("127.0.0.1:80")->port, 80);
   EXPECT_FALSE(HostPort::Parse("127.0.0.1").ok());
