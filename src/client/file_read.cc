@@ -349,28 +349,30 @@ Result<size_t> OpenFile::ReadViaNodeCache(uint8_t* buf,
     const uint64_t blen = std::min(kNodeCacheBlock, size - start);
     const uint64_t in = pos - start;
     const uint64_t take = std::min(len - done, blen - in);
-    // A whole block lands in the caller's buffer; part of one goes through a block buffer.
-    uint8_t* dest = buf + done;
-    if (in != 0 || take != blen) {
-      if (!block)
-        block.reset(new uint8_t[kNodeCacheBlock]);
-      dest = block.get();
-    }
+    // A hit reads only the slices of the range, into the caller's buffer.
     auto hit = [&] {
-      Result<size_t> got = nc->Get(fid, dv, idx, dest, blen);
-      return got.ok() && *got == blen;
+      size_t cached_len = 0;
+      Result<size_t> got = nc->GetRange(fid, dv, idx, in, take, buf + done, &cached_len);
+      return got.ok() && *got == take && cached_len == blen;
     };
     if (!hit()) {
       // One fill per block across this machine's processes: a reader that waited finds it.
       NodeCache::FillLock lock = nc->LockFill(fid, dv, idx);
       if (!hit()) {
+        // The whole block from the OSTs: into the caller's buffer when it asked for all of it.
+        uint8_t* dest = buf + done;
+        if (in != 0 || take != blen) {
+          if (!block)
+            block.reset(new uint8_t[kNodeCacheBlock]);
+          dest = block.get();
+        }
         CIUIC_ASSIGN_OR_RETURN(size_t got, ReadDirect(dest, blen, start));
         if (got == blen)
           nc->Put(fid, dv, idx, dest, blen).IgnoreError();  // logged; the read goes on
+        if (dest != buf + done)
+          std::memcpy(buf + done, dest + in, take);
       }
     }
-    if (dest != buf + done)
-      std::memcpy(buf + done, dest + in, take);
     done += take;
   }
   return static_cast<size_t>(done);

@@ -68,6 +68,17 @@ class NodeCache {
                      uint64_t index,
                      uint8_t* dst,
                      size_t room = kNodeCacheBlock);
+  // Reads bytes [offset, offset + want) of block `index` into `dst`, reading and checking only
+  // the 4 KiB slices that hold them (a whole block, offset 0 and want >= its length, is read
+  // straight into `dst`). Returns the bytes copied (fewer when the block ends first) and sets
+  // `*length` to the block's length; NotFound on a miss, as Get.
+  Result<size_t> GetRange(const Fid& fid,
+                          uint64_t data_version,
+                          uint64_t index,
+                          uint64_t offset,
+                          uint64_t want,
+                          uint8_t* dst,
+                          size_t* length);
   // Stores a block (1..kNodeCacheBlock bytes). Best effort: a failure is logged and returned,
   // and the caller goes on without the cache.
   Status Put(

@@ -86,6 +86,34 @@ TEST_F(NodeCacheTest, ABlockIsServedOnlyForItsOwnKey) {
   EXPECT_EQ(st->blocks, 2u);
 }
 
+TEST_F(NodeCacheTest, ARangeReadsAndChecksOnlyItsSlices) {
+  auto c = Open();
+  std::vector<uint8_t> data = Bytes(kNodeCacheBlock - 100, 7);
+  ASSERT_TRUE(c->Put(fid_, 1, 0, data.data(), data.size()).ok());
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  size_t len = 0;
+  for (auto [off, n] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 4096}, {5000, 10}, {4095, 2}, {data.size() - 3000, 5000}, {0, kNodeCacheBlock}}) {
+    auto r = c->GetRange(fid_, 1, 0, off, n, got.data(), &len);
+    ASSERT_TRUE(r.ok()) << off << " " << r.status().ToString();
+    const size_t want = std::min<uint64_t>(n, data.size() - off);
+    EXPECT_EQ(*r, want) << off;
+    EXPECT_EQ(len, data.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), data.data() + off, want)) << off;
+  }
+  EXPECT_FALSE(c->GetRange(fid_, 1, 0, data.size(), 10, got.data(), &len).ok());
+  // A bad slice outside the range is not read; one inside fails the range and removes the block.
+  const fs::path f = Files()[0];
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(fs::file_size(f) - 10));
+    io.put('\x33');
+  }
+  EXPECT_TRUE(c->GetRange(fid_, 1, 0, 0, 4096, got.data(), &len).ok());
+  EXPECT_FALSE(c->GetRange(fid_, 1, 0, data.size() - 20, 20, got.data(), &len).ok());
+  EXPECT_TRUE(Files().empty());
+}
+
 TEST_F(NodeCacheTest, ACorruptBlockIsRemovedAndReportedAsAMiss) {
   auto c = Open();
   std::vector<uint8_t> data = Bytes(300000, 3);
