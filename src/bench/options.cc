@@ -105,6 +105,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   std::string per_oss_s;
   std::string rand_file_s;
   std::string tier_size_s;
+  std::string cache_size_s;
   std::string tier_s3_size_s;
   std::string scaling_oss_s;
   std::string scaling_clients_s;
@@ -120,7 +121,8 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
                  "ciuic");
   app.add_option(
       "--phases", phases,
-      "comma-separated phases: seq, rand, latency, meta, scaling, loader, checkpoint, tier "
+      "comma-separated phases: seq, rand, latency, meta, scaling, loader, checkpoint, tier, "
+      "cache "
       "(default: all)");
   app.add_option("--cluster", o.cluster_file,
                  "cluster file of a running cluster; default: start a fresh local cluster");
@@ -147,6 +149,9 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   app.add_option("--scaling-per-oss", per_oss_s, "scaling: bytes read per OSS (96M)");
   app.add_option("--tier-size", tier_size_s,
                  "tier: bytes of the file archived, released and restored (1G)");
+  app.add_option("--cache-size", cache_size_s,
+                 "cache: bytes of the file read through the node cache and from the local disk "
+                 "(512M)");
   app.add_option("--tier-cold", o.tier_cold,
                  "tier: the cold tier URL of the --cluster given (a fresh local cluster's is "
                  "known)");
@@ -199,6 +204,8 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
       rand_file_s = "128M";
     if (tier_size_s.empty())
       tier_size_s = "64M";
+    if (cache_size_s.empty())
+      cache_size_s = "32M";
     if (app.count("--tier-s3-samples") == 0)
       o.tier_s3_samples = 200;
   }
@@ -212,6 +219,11 @@ Result<Options> ParseOptions(const std::vector<std::string>& args) {
   }
   if (o.tier_size < (8u << 20) || o.tier_size % (8u << 20) != 0)
     return Status::InvalidArgument("--tier-size must be a multiple of 8M");
+  if (!cache_size_s.empty()) {
+    CIUIC_ASSIGN_OR_RETURN(o.cache_size, ParseSize(cache_size_s));
+  }
+  if (o.cache_size < (1u << 20) || o.cache_size % (1u << 20) != 0)
+    return Status::InvalidArgument("--cache-size must be a multiple of 1M");
   if (!rand_file_s.empty()) {
     CIUIC_ASSIGN_OR_RETURN(o.rand_file, ParseSize(rand_file_s));
   }

@@ -12,8 +12,8 @@ namespace ciuic::bench {
 
 // The phases, in the order they run.
 inline const std::vector<std::string>& AllPhases() {
-  static const std::vector<std::string> kPhases = {"seq",     "rand",   "latency",    "meta",
-                                                   "scaling", "loader", "checkpoint", "tier"};
+  static const std::vector<std::string> kPhases = {
+      "seq", "rand", "latency", "meta", "scaling", "loader", "checkpoint", "tier", "cache"};
   return kPhases;
 }
 
@@ -51,6 +51,7 @@ struct Options {
   int tier_s3_samples = 4000;       // tier, S3 part: objects of the data set (0: not run)
   uint64_t tier_s3_sample_size = 100u << 10;  // tier, S3 part: bytes per object
   int tier_s3_workers = 4;                    // tier, S3 part: workers of both loaders
+  uint64_t cache_size = 512ull << 20;  // cache: bytes of the file read through the node cache
   bool quick = false;
   bool with_peers = false;
   std::string peers_dir;  // default: <repo>/../shared/peers when found

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/cache.h"
 #include "bench/external.h"
 #include "bench/limits.h"
 #include "bench/options.h"
@@ -254,7 +255,7 @@ Status Driver::SetUpTargets() {
   for (const auto& t : o_.targets)
     need_cluster |= in_process && (t.kind == TargetKind::kCiuic || t.kind == TargetKind::kFuse);
   for (const auto& p : o_.phases)
-    need_cluster |= p == "loader" || p == "checkpoint" || p == "tier";
+    need_cluster |= p == "loader" || p == "checkpoint" || p == "tier" || p == "cache";
   if (need_cluster) {
     if (o_.cluster_file.empty()) {
       CIUIC_RETURN_IF_ERROR(StartLocalCluster());
@@ -331,6 +332,7 @@ int Driver::Run() {
                            {"scaling_mbit", o_.scaling_mbit},
                            {"scaling_per_oss", o_.scaling_per_oss},
                            {"tier_size", o_.tier_size},
+                           {"cache_size", o_.cache_size},
                            {"tier_s3_samples", o_.tier_s3_samples},
                            {"tier_s3_sample_size", o_.tier_s3_sample_size},
                            {"tier_s3_workers", o_.tier_s3_workers},
@@ -466,6 +468,27 @@ int Driver::Run() {
                      ts.ToString().c_str());
         report_.Skip("tier", "ciuic", "failed: " + ts.ToString());
         rc = 1;
+      }
+    }
+  }
+  if (want("cache")) {
+    for (int run = 0; run < o_.runs; ++run) {
+      CacheOptions co;
+      co.cluster_file = cluster_file_;
+      co.work_dir = work_;
+      co.size = o_.cache_size;
+      co.run = run;
+      if (o_.quick)
+        co.rand_seconds = 1;
+      co.drop_caches = [this] { Drop(); };
+      co.progress = [this](const std::string& l) { Progress(l); };
+      Progress(fmt::format("run {}/{}: cache on ciuic", run + 1, o_.runs));
+      Status cs = RunCachePhase(co, &report_);
+      if (!cs.ok()) {
+        std::fprintf(stderr, "ciuic-benchmark: cache failed: %s\n", cs.ToString().c_str());
+        report_.Skip("cache", "ciuic", "failed: " + cs.ToString());
+        rc = 1;
+        break;
       }
     }
   }

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/parallel.h"
 #include "ciuic/client.h"
 #include "common/config.h"
 #include "common/crc32c.h"
@@ -37,31 +38,6 @@ void FillChunk(uint64_t index, std::vector<char>* buf) {
     x ^= x << 17;
     w[i] = x;
   }
-}
-
-// Runs fn(t, i) for i in [0, n) on `threads` threads (t: the thread's index, for its buffer);
-// the first error wins and stops the rest.
-Status ParallelFor(int threads, uint64_t n, const std::function<Status(int, uint64_t)>& fn) {
-  std::atomic<uint64_t> next{0};
-  std::mutex mu;
-  Status first;
-  std::vector<std::thread> ts;
-  for (int t = 0; t < threads; ++t) {
-    ts.emplace_back([&, t] {
-      for (uint64_t i; (i = next.fetch_add(1)) < n;) {
-        Status s = fn(t, i);
-        if (!s.ok()) {
-          std::lock_guard<std::mutex> l(mu);
-          if (first.ok())
-            first = s;
-          next = n;  // stop the others
-        }
-      }
-    });
-  }
-  for (auto& t : ts)
-    t.join();
-  return first;
 }
 
 // Reads the whole file on `readers` threads (chunks handed out in order) through one open

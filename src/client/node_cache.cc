@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
@@ -148,6 +149,9 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& optio
         fmt::format("node cache {}: cannot create it: {}", options.dir, ec.message()));
   }
   std::unique_ptr<NodeCache> c(new NodeCache(options));
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    c->max_open_ = std::clamp<size_t>(static_cast<size_t>(nofile.rlim_cur) / 4, 16, 1024);
   uint64_t removed = 0, blocks = 0;
   CIUIC_ASSIGN_OR_RETURN(uint64_t used, c->Scan(UINT64_MAX, &removed, &blocks));
   c->used_ = used;
@@ -185,6 +189,74 @@ Result<size_t> NodeCache::Get(
   return got;
 }
 
+std::shared_ptr<NodeCache::OpenBlock> NodeCache::FindOpen(const Key& key) {
+  std::lock_guard<std::mutex> lock(open_mu_);
+  auto it = open_.find(key);
+  if (it == open_.end())
+    return nullptr;
+  open_lru_.splice(open_lru_.begin(), open_lru_, it->second.second);
+  return it->second.first;
+}
+
+void NodeCache::ForgetOpen(const Key& key) {
+  std::lock_guard<std::mutex> lock(open_mu_);
+  auto it = open_.find(key);
+  if (it == open_.end())
+    return;
+  open_lru_.erase(it->second.second);
+  open_.erase(it);
+}
+
+void NodeCache::ForgetAllOpen() {
+  std::lock_guard<std::mutex> lock(open_mu_);
+  open_.clear();
+  open_lru_.clear();
+}
+
+NodeCache::OpenBlock::~OpenBlock() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+Result<std::shared_ptr<NodeCache::OpenBlock>> NodeCache::Load(const Key& key) {
+  if (auto b = FindOpen(key))
+    return b;
+  const std::string path = BlockPath(key.fid, key.data_version, key.index);
+  auto b = std::make_shared<OpenBlock>();
+  b->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (b->fd < 0) {
+    if (errno != ENOENT)
+      Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
+    return Status::NotFound("not cached");
+  }
+  uint8_t meta[kHeader + 4 * kMaxSlices];
+  const ssize_t n = ::pread(b->fd, meta, sizeof(meta), 0);
+  Header h;
+  if (n < static_cast<ssize_t>(kHeader) || !DecodeHeader(meta, &h))
+    return Status::Corruption("bad header");
+  if (h.fid != key.fid || h.data_version != key.data_version || h.index != key.index)
+    return Status::Corruption("header names another block");
+  const size_t slices = Slices(h.length);
+  if (n < static_cast<ssize_t>(kHeader + 4 * slices))
+    return Status::Corruption("short block");
+  b->length = h.length;
+  b->crcs.resize(slices);
+  for (size_t s = 0; s < slices; ++s)
+    b->crcs[s] = GetLe<uint32_t>(meta + kHeader + 4 * s);
+  b->data_offset = kHeader + 4 * slices;
+  std::lock_guard<std::mutex> lock(open_mu_);
+  auto [it, fresh] = open_.emplace(key, std::make_pair(b, open_lru_.end()));
+  if (!fresh)
+    return it->second.first;  // another thread loaded it meanwhile
+  open_lru_.push_front(key);
+  it->second.second = open_lru_.begin();
+  while (open_.size() > max_open_) {
+    open_.erase(open_lru_.back());
+    open_lru_.pop_back();
+  }
+  return b;
+}
+
 Result<size_t> NodeCache::GetRange(const Fid& fid,
                                    uint64_t data_version,
                                    uint64_t index,
@@ -192,34 +264,28 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
                                    uint64_t want,
                                    uint8_t* dst,
                                    size_t* length) {
-  const std::string path = BlockPath(fid, data_version, index);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT)
-      Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
-    misses_.fetch_add(1);
-    return Status::NotFound("not cached");
-  }
-  // The header and the CRCs (room for a whole block's), then the slices that hold the range:
-  // straight into `dst` for a whole block, else through a scratch buffer (only the slices
-  // asked for are read and checked: a 4 KiB read of a cached block costs 4 KiB, not 1 MiB).
-  uint8_t meta[kHeader + 4 * kMaxSlices];
-  const ssize_t n = ::pread(fd, meta, sizeof(meta), 0);
+  // Block files never change once renamed into place (a new data version is a new name), so
+  // an open one, with its header and CRC table, serves every later hit with one read: the
+  // slices of the range, straight into `dst` for a whole block, else through a scratch buffer
+  // (a 4 KiB read of a cached block reads and checks 4 KiB, not 1 MiB). A block another
+  // process evicts meanwhile still reads whole from the open file.
+  const Key key{fid, data_version, index};
+  Result<std::shared_ptr<OpenBlock>> loaded = Load(key);
   thread_local std::unique_ptr<uint8_t[]> scratch;
-  Header h;
   Status bad;
   size_t copied = 0;
-  if (n < static_cast<ssize_t>(kHeader) || !DecodeHeader(meta, &h)) {
-    bad = Status::Corruption("bad header");
-  } else if (h.fid != fid || h.data_version != data_version || h.index != index) {
-    bad = Status::Corruption("header names another block");
-  } else if (offset >= h.length || want == 0) {
-    ::close(fd);
+  if (!loaded.ok()) {
+    if (loaded.status().code() == StatusCode::kNotFound) {
+      misses_.fetch_add(1);
+      return loaded.status();
+    }
+    bad = loaded.status();
+  } else if (offset >= (*loaded)->length || want == 0) {
     misses_.fetch_add(1);
     return Status::NotFound("range outside the cached block");
   } else {
-    const size_t len = h.length;
-    const size_t crc_bytes = 4 * Slices(len);
+    const OpenBlock& b = **loaded;
+    const size_t len = b.length;
     const bool whole = offset == 0 && want >= len;
     const size_t s0 = whole ? 0 : offset / kSlice;
     const size_t end = whole ? len : static_cast<size_t>(std::min<uint64_t>(len, offset + want));
@@ -231,14 +297,13 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
         scratch.reset(new uint8_t[kNodeCacheBlock]);
       into = scratch.get();
     }
-    const ssize_t got =
-        ::pread(fd, into, span, static_cast<off_t>(kHeader + crc_bytes + s0 * kSlice));
-    if (got != static_cast<ssize_t>(span) || n < static_cast<ssize_t>(kHeader + crc_bytes)) {
+    const ssize_t got = ::pread(b.fd, into, span, static_cast<off_t>(b.data_offset + s0 * kSlice));
+    if (got != static_cast<ssize_t>(span)) {
       bad = Status::Corruption("short block");
     } else {
       for (size_t s = s0; s < s1 && bad.ok(); ++s) {
         const size_t part = std::min(kSlice, len - s * kSlice);
-        if (Crc32c(into + (s - s0) * kSlice, part) != GetLe<uint32_t>(meta + kHeader + 4 * s))
+        if (Crc32c(into + (s - s0) * kSlice, part) != b.crcs[s])
           bad = Status::Corruption(fmt::format("slice {} fails its checksum", s));
       }
     }
@@ -246,17 +311,20 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
     if (bad.ok() && !whole)
       std::memcpy(dst, into + (offset - s0 * kSlice), copied);
     *length = len;
+    // Recently used (eviction is by mtime); once a second per block is enough.
+    const int64_t now = MonoMillis();
+    if (bad.ok() && now - (*loaded)->touched_ms.exchange(now) > 1000)
+      ::futimens(b.fd, nullptr);
   }
   if (!bad.ok()) {
-    ::close(fd);
+    ForgetOpen(key);
+    const std::string path = BlockPath(fid, data_version, index);
     corrupt_.fetch_add(1);
     misses_.fetch_add(1);
     LOG_WARN("node cache: {}: {}; removed, reading from the OSTs", path, bad.message());
     ::unlink(path.c_str());
     return Status::NotFound("cached block was corrupt");
   }
-  ::futimens(fd, nullptr);  // recently used (eviction is by mtime)
-  ::close(fd);
   hits_.fetch_add(1);
   return copied;
 }
@@ -408,6 +476,7 @@ Result<uint64_t> NodeCache::Evict(uint64_t target) {
 }
 
 Result<uint64_t> NodeCache::Drop(const Fid& fid) {
+  ForgetAllOpen();
   std::error_code ec;
   const fs::path root = fid.valid() ? fs::path(FidDir(fid)) : fs::path(options_.dir) / "blocks";
   if (!fs::exists(root, ec))

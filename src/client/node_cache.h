@@ -20,9 +20,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "common/fid.h"
 #include "common/status.h"
@@ -124,7 +127,40 @@ class NodeCache {
   // recently used until at most that many bytes remain and the device has its free ratio.
   Result<uint64_t> Scan(uint64_t evict_to, uint64_t* removed, uint64_t* blocks);
 
+  // A block file kept open with its header and CRCs (files never change once in place).
+  struct OpenBlock {
+    int fd = -1;
+    size_t length = 0;
+    uint64_t data_offset = 0;
+    std::vector<uint32_t> crcs;
+    std::atomic<int64_t> touched_ms{0};
+    ~OpenBlock();
+  };
+  // Open blocks kept per process: 1024, or a quarter of the descriptor limit when lower.
+  size_t max_open_ = 1024;
+  struct Key {
+    Fid fid;
+    uint64_t data_version;
+    uint64_t index;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return FidHash()(k.fid) ^ (k.data_version * 0x9E3779B97F4A7C15ull) ^ (k.index * 31);
+    }
+  };
+  // The open block at `path` (opened, checked and remembered on first use); NotFound when it
+  // is not cached, kCorruption when its header is bad.
+  Result<std::shared_ptr<OpenBlock>> Load(const Key& key);
+  std::shared_ptr<OpenBlock> FindOpen(const Key& key);
+  void ForgetOpen(const Key& key);
+  void ForgetAllOpen();
+
   NodeCacheOptions options_;
+  std::mutex open_mu_;
+  std::unordered_map<Key, std::pair<std::shared_ptr<OpenBlock>, std::list<Key>::iterator>, KeyHash>
+      open_;
+  std::list<Key> open_lru_;              // most recent first
   std::atomic<uint64_t> used_{0};        // estimate: last scan plus this process's puts
   std::atomic<uint64_t> since_scan_{0};  // bytes this process put since the last scan
   std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0};

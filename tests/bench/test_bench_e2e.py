@@ -62,7 +62,8 @@ def main():
         os.makedirs(work)
         args = ["--quick", "--no-progress", "--size", "32M", "--rand-file", "16M",
                 "--rand-seconds", "0.5", "--latency-ops", "50", "--meta-files", "100",
-                "--phases", "seq,rand,latency,meta,scaling,tier", "--tier-size", "16M",
+                "--phases", "seq,rand,latency,meta,scaling,tier,cache", "--tier-size", "16M",
+                "--cache-size", "8M",
                 "--tier-s3-samples", "0",  # the S3 part: test_bench_tier_s3.py
                 "--scaling-oss", "1,2", "--scaling-clients", "1,2", "--scaling-per-oss", "4M",
                 "--scaling-mbit", "400",
@@ -103,6 +104,20 @@ def main():
                      "tier_restore_vs_store"):
             if (name, "ciuic") not in got:
                 fail(f"{name} missing")
+        # The cache phase: the node cache's fill and hits against the local disk, and 8 clients
+        # of one machine reading one file at once fetching it from the OSTs once.
+        for name, target in (("cache_fill", "ciuic"), ("cache_hit_seq", "ciuic"),
+                             ("local_seq", "local"), ("cache_hit_rand_4k", "ciuic"),
+                             ("local_rand_4k", "local"), ("cache_ranks8_ost_bytes", "ciuic"),
+                             ("nocache_ranks8_ost_bytes", "ciuic")):
+            if (name, target) not in got:
+                fail(f"{name} on {target} missing")
+        if got[("cache_ranks8_ost_bytes", "ciuic")]["value"] > 1.1:
+            fail("8 clients through the node cache read %.2f times the file from the OSTs"
+                 % got[("cache_ranks8_ost_bytes", "ciuic")]["value"])
+        if got[("nocache_ranks8_ost_bytes", "ciuic")]["value"] < 7.9:
+            fail("8 clients without the cache read only %.2f times the file from the OSTs"
+                 % got[("nocache_ranks8_ost_bytes", "ciuic")]["value"])
         for k, v in doc["limits"].items():
             if not v > 0:
                 fail(f"limit {k} = {v}")
