@@ -53,10 +53,14 @@ FileImpl::~FileImpl() {
     LOG_WARN("client: closing {} on destruction: {}", f_->path(), st.ToString());
 }
 
-Status OpenFile::CheckOpen(bool write) const {
+Status OpenFile::CheckOpen(bool write, std::optional<uint64_t>* cache_dv) const {
+  const bool cacheable = cache_dv != nullptr && core_->node_cache() != nullptr &&
+                         !options_.no_node_cache && !writable();
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_)
     return Status::InvalidArgument(fmt::format("{}: file is closed", path_));
+  if (cacheable && !wrote_)
+    *cache_dv = seen_data_version_;
   if (write && !writable()) {
     return Status::PermissionDenied(fmt::format("{}: not open for writing", path_));
   }

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,7 +108,10 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
 
   bool readable() const { return (flags_ & O_ACCMODE) != O_WRONLY; }
   bool writable() const { return (flags_ & O_ACCMODE) != O_RDONLY; }
-  Status CheckOpen(bool write) const;
+  // OK when the handle is open for the access. With `cache_dv`, it is also set (in the same
+  // lock) to the data version reads go through the node cache at, when they do: one is
+  // configured, the handle is read-only and did not write, and the open did not opt out.
+  Status CheckOpen(bool write, std::optional<uint64_t>* cache_dv = nullptr) const;
   Status LatchedError() const;
   void Latch(const Status& st);
 
@@ -157,12 +161,10 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
 
   // Posts `cb(r)` to the pool (completions never run on the caller's stack).
   void PostCompletion(IoCallback cb, Result<size_t> r);
-  // Reads go through the node cache: one is configured, this handle is read-only and did not
-  // write, and the open did not opt out.
-  bool UseNodeCache() const;
-  // Reads [offset, offset + len) of a file of `size` bytes block by block from the node cache,
-  // filling the blocks it misses from the OSTs (blocking).
-  Result<size_t> ReadViaNodeCache(uint8_t* buf, uint64_t len, uint64_t offset, uint64_t size);
+  // Reads [offset, offset + len) of a file of `size` bytes at `data_version` block by block from
+  // the node cache, filling the blocks it misses from the OSTs (blocking).
+  Result<size_t> ReadViaNodeCache(
+      uint8_t* buf, uint64_t len, uint64_t offset, uint64_t size, uint64_t data_version);
 
   std::shared_ptr<ClientCore> core_;
   std::shared_ptr<Node> node_;

@@ -322,24 +322,10 @@ Result<size_t> OpenFile::ReadThroughCache(uint8_t* buf,
   return static_cast<size_t>(done);
 }
 
-bool OpenFile::UseNodeCache() const {
-  if (core_->node_cache() == nullptr || options_.no_node_cache || writable())
-    return false;
-  std::lock_guard<std::mutex> lock(mu_);
-  return !wrote_;
-}
-
-Result<size_t> OpenFile::ReadViaNodeCache(uint8_t* buf,
-                                          uint64_t len,
-                                          uint64_t offset,
-                                          uint64_t size) {
+Result<size_t> OpenFile::ReadViaNodeCache(
+    uint8_t* buf, uint64_t len, uint64_t offset, uint64_t size, uint64_t dv) {
   NodeCache* nc = core_->node_cache();
   const Fid fid = node_->fid;
-  uint64_t dv;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    dv = seen_data_version_;
-  }
   thread_local std::unique_ptr<uint8_t[]> block;
   uint64_t done = 0;
   while (done < len) {
@@ -379,7 +365,8 @@ Result<size_t> OpenFile::ReadViaNodeCache(uint8_t* buf,
 }
 
 Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
-  CIUIC_RETURN_IF_ERROR(CheckOpen(false));
+  std::optional<uint64_t> cache_dv;
+  CIUIC_RETURN_IF_ERROR(CheckOpen(false, &cache_dv));
   if (len == 0)
     return size_t{0};
   uint64_t size;
@@ -391,13 +378,14 @@ Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
     return size_t{0};
   const uint64_t n = std::min<uint64_t>(len, size - offset);
   node_->FlushOverlapping(offset, n, true);
-  if (UseNodeCache())
-    return ReadViaNodeCache(static_cast<uint8_t*>(buf), n, offset, size);
+  if (cache_dv)
+    return ReadViaNodeCache(static_cast<uint8_t*>(buf), n, offset, size, *cache_dv);
   return ReadThroughCache(static_cast<uint8_t*>(buf), n, offset, size);
 }
 
 void OpenFile::PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb) {
-  Status st = CheckOpen(false);
+  std::optional<uint64_t> cache_dv;
+  Status st = CheckOpen(false, &cache_dv);
   if (!st.ok()) {
     PostCompletion(std::move(cb), st);
     return;
@@ -412,14 +400,16 @@ void OpenFile::PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb)
     return;
   }
   const uint64_t n = std::min<uint64_t>(len, size - offset);
-  if (UseNodeCache()) {
+  if (cache_dv) {
+    const uint64_t dv = *cache_dv;
     // Local IO and fill locks block: on the cache's own pool.
     auto self = shared_from_this();
     auto shared_cb = std::make_shared<IoCallback>(std::move(cb));
     OpStart(false);
-    if (core_->cache_pool().TrySubmit([self, buf, n, offset, size, shared_cb] {
+    if (core_->cache_pool().TrySubmit([self, buf, n, offset, size, dv, shared_cb] {
           self->node_->FlushOverlapping(offset, n, true);
-          Result<size_t> r = self->ReadViaNodeCache(static_cast<uint8_t*>(buf), n, offset, size);
+          Result<size_t> r =
+              self->ReadViaNodeCache(static_cast<uint8_t*>(buf), n, offset, size, dv);
           (*shared_cb)(std::move(r));
           self->OpDone(false);
         })) {

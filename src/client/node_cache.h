@@ -20,9 +20,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -134,6 +134,7 @@ class NodeCache {
     uint64_t data_offset = 0;
     std::vector<uint32_t> crcs;
     std::atomic<int64_t> touched_ms{0};
+    std::atomic<uint64_t> used{0};  // open_clock_ at its last hit
     ~OpenBlock();
   };
   // Open blocks kept per process: 1024, or a quarter of the descriptor limit when lower.
@@ -157,10 +158,9 @@ class NodeCache {
   void ForgetAllOpen();
 
   NodeCacheOptions options_;
-  std::mutex open_mu_;
-  std::unordered_map<Key, std::pair<std::shared_ptr<OpenBlock>, std::list<Key>::iterator>, KeyHash>
-      open_;
-  std::list<Key> open_lru_;              // most recent first
+  std::shared_mutex open_mu_;
+  std::unordered_map<Key, std::shared_ptr<OpenBlock>, KeyHash> open_;
+  std::atomic<uint64_t> open_clock_{0};
   std::atomic<uint64_t> used_{0};        // estimate: last scan plus this process's puts
   std::atomic<uint64_t> since_scan_{0};  // bytes this process put since the last scan
   std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0};
