@@ -153,7 +153,7 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& optio
   if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
     c->max_open_ = std::clamp<size_t>(static_cast<size_t>(nofile.rlim_cur) / 4, 16, 1024);
   uint64_t removed = 0, blocks = 0;
-  CIUIC_ASSIGN_OR_RETURN(uint64_t used, c->Scan(UINT64_MAX, &removed, &blocks));
+  CIUIC_ASSIGN_OR_RETURN(uint64_t used, c->Scan(UINT64_MAX, 0, &removed, &blocks));
   c->used_ = used;
   if (used > options.max_bytes)
     c->Evict(options.max_bytes).status().IgnoreError();  // a full cache only misses more
@@ -204,6 +204,19 @@ std::shared_ptr<NodeCache::OpenBlock> NodeCache::FindOpen(const Key& key) {
 void NodeCache::ForgetOpen(const Key& key) {
   std::unique_lock<std::shared_mutex> lock(open_mu_);
   open_.erase(key);
+}
+
+void NodeCache::SweepOpen() {
+  const int64_t now = MonoMillis();
+  int64_t last = last_sweep_ms_.load();
+  if (now - last < 1000 || !last_sweep_ms_.compare_exchange_strong(last, now))
+    return;
+  std::unique_lock<std::shared_mutex> lock(open_mu_);
+  for (auto it = open_.begin(); it != open_.end();) {
+    struct stat st;
+    const bool gone = ::fstat(it->second->fd, &st) != 0 || st.st_nlink == 0;
+    it = gone ? open_.erase(it) : std::next(it);
+  }
 }
 
 void NodeCache::ForgetAllOpen() {
@@ -276,6 +289,8 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
   // slices of the range, straight into `dst` for a whole block, else through a scratch buffer
   // (a 4 KiB read of a cached block reads and checks 4 KiB, not 1 MiB). A block another
   // process evicts meanwhile still reads whole from the open file.
+  // Blocks another process evicted hold their space while open here: closed within a second.
+  SweepOpen();
   const Key key{fid, data_version, index};
   Result<std::shared_ptr<OpenBlock>> loaded = Load(key);
   thread_local std::unique_ptr<uint8_t[]> scratch;
@@ -340,22 +355,32 @@ Status NodeCache::Put(
     const Fid& fid, uint64_t data_version, uint64_t index, const uint8_t* data, size_t len) {
   if (len == 0 || len > kNodeCacheBlock)
     return Status::InvalidArgument(fmt::format("node cache: a block of {} bytes", len));
-  // Room first: a cache over its size, or a device under its free ratio, evicts before it grows.
+  // Room first: a cache over its size, or a device under its free ratio (looked at every 16th
+  // put), evicts before it grows.
   const uint64_t file_bytes = kHeader + 4 * Slices(len) + len;
-  if (used_.load() + file_bytes > options_.max_bytes ||
-      since_scan_.load() >= std::min<uint64_t>(options_.max_bytes / 8, uint64_t{256} << 20)) {
+  bool evict =
+      used_.load() + file_bytes > options_.max_bytes ||
+      since_scan_.load() >= std::min<uint64_t>(options_.max_bytes / 8, uint64_t{256} << 20);
+  if (!evict && puts_.fetch_add(1) % 16 == 0) {
+    struct statvfs vfs;
+    evict = ::statvfs(options_.dir.c_str(), &vfs) == 0 &&
+            static_cast<double>(vfs.f_bavail) * vfs.f_frsize <
+                options_.min_free_ratio * static_cast<double>(vfs.f_blocks) * vfs.f_frsize +
+                    static_cast<double>(file_bytes);
+  }
+  auto make_room = [&] {
     Result<uint64_t> ev = Evict(options_.max_bytes > file_bytes
                                     ? options_.max_bytes - file_bytes - options_.max_bytes / 16
-                                    : 0);
-    if (!ev.ok()) {
+                                    : 0,
+                                file_bytes);
+    if (!ev.ok())
       Complain(ev.status().message());
-      return ev.status();
-    }
-  }
+    return ev.status();
+  };
+  if (evict)
+    CIUIC_RETURN_IF_ERROR(make_room());
   const std::string dir = FidDir(fid);
   const std::string path = BlockPath(fid, data_version, index);
-  const std::string tmp =
-      fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), tmp_seq_.fetch_add(1));
   std::vector<uint8_t> meta(kHeader + 4 * Slices(len));
   Header h{fid, data_version, index, static_cast<uint32_t>(len)};
   EncodeHeader(h, meta.data());
@@ -363,30 +388,45 @@ Status NodeCache::Put(
     const size_t part = std::min(kSlice, len - s * kSlice);
     PutLe<uint32_t>(meta.data() + kHeader + 4 * s, Crc32c(data + s * kSlice, part));
   }
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0 && errno == ENOENT) {
-    // The file's directory and its fan-out parent, but never the cache's own directories: a
-    // cache device that went away is not made again on whatever lies beneath its mount point.
-    const std::string fan = fs::path(dir).parent_path().string();
-    if ((::mkdir(fan.c_str(), 0700) == 0 || errno == EEXIST) &&
-        (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)) {
-      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  // Writes the block under a temporary name and renames it into place; 0 or an errno.
+  auto write_once = [&]() -> int {
+    const std::string tmp =
+        fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), tmp_seq_.fetch_add(1));
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == ENOENT) {
+      // The file's directory and its fan-out parent, but never the cache's own directories: a
+      // cache device that went away is not made again on whatever lies beneath its mount point.
+      const std::string fan = fs::path(dir).parent_path().string();
+      if ((::mkdir(fan.c_str(), 0700) == 0 || errno == EEXIST) &&
+          (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)) {
+        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      }
     }
+    if (fd < 0)
+      return errno;
+    iovec iov[2] = {{meta.data(), meta.size()}, {const_cast<uint8_t*>(data), len}};
+    const ssize_t w = ::pwritev(fd, iov, 2, 0);
+    const int werr = w < 0 ? errno : ENOSPC;
+    ::close(fd);
+    // No fsync: a block that a crash leaves with lost bytes fails its CRCs at the next hit and
+    // is fetched again. The rename makes it visible whole.
+    int err = 0;
+    if (w != static_cast<ssize_t>(meta.size() + len))
+      err = werr;
+    else if (::rename(tmp.c_str(), path.c_str()) != 0)
+      err = errno;
+    if (err != 0)
+      ::unlink(tmp.c_str());
+    return err;
+  };
+  int err = write_once();
+  if (err == ENOSPC || err == EDQUOT) {
+    // The device filled up under us (other users of it, or other processes' puts): evict down
+    // to the free ratio and try once more.
+    if (make_room().ok())
+      err = write_once();
   }
-  if (fd < 0) {
-    Status st = Status::IoError(fmt::format("creating {}: {}", tmp, std::strerror(errno)));
-    Complain(st.message());
-    return st;
-  }
-  iovec iov[2] = {{meta.data(), meta.size()}, {const_cast<uint8_t*>(data), len}};
-  const ssize_t w = ::pwritev(fd, iov, 2, 0);
-  const int werr = errno;
-  ::close(fd);
-  // No fsync: a block that a crash leaves with lost bytes fails its CRCs at the next hit and is
-  // fetched again. The rename makes it visible whole.
-  if (w != static_cast<ssize_t>(meta.size() + len) || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = w < 0 ? werr : (w != static_cast<ssize_t>(meta.size() + len) ? ENOSPC : errno);
-    ::unlink(tmp.c_str());
+  if (err != 0) {
     Status st = Status::IoError(fmt::format("writing {}: {}", path, std::strerror(err)));
     Complain(st.message());
     return st;
@@ -419,7 +459,10 @@ NodeCache::FillLock NodeCache::LockFill(const Fid& fid,
   return FillLock(fd);
 }
 
-Result<uint64_t> NodeCache::Scan(uint64_t evict_to, uint64_t* removed, uint64_t* blocks) {
+Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
+                                 uint64_t room,
+                                 uint64_t* removed,
+                                 uint64_t* blocks) {
   std::lock_guard<std::mutex> lock(scan_mu_);
   struct Entry {
     int64_t mtime_ns;
@@ -454,7 +497,7 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to, uint64_t* removed, uint64_t*
     if (::statvfs(options_.dir.c_str(), &vfs) == 0) {
       const double total_dev = static_cast<double>(vfs.f_blocks) * vfs.f_frsize;
       const double free_dev = static_cast<double>(vfs.f_bavail) * vfs.f_frsize;
-      const double want = options_.min_free_ratio * total_dev;
+      const double want = options_.min_free_ratio * total_dev + static_cast<double>(room);
       if (free_dev < want)
         free_need = static_cast<uint64_t>(want - free_dev);
     }
@@ -469,6 +512,10 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to, uint64_t* removed, uint64_t*
       ++i;
     }
     entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(i));
+    // Blocks this process keeps open hold their space until closed: close them (a removed one
+    // stays readable to a read in flight, which holds it).
+    if (*removed > 0)
+      ForgetAllOpen();
   }
   *blocks = entries.size();
   used_ = total;
@@ -476,9 +523,9 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to, uint64_t* removed, uint64_t*
   return total;
 }
 
-Result<uint64_t> NodeCache::Evict(uint64_t target) {
+Result<uint64_t> NodeCache::Evict(uint64_t target, uint64_t room) {
   uint64_t removed = 0, blocks = 0;
-  CIUIC_RETURN_IF_ERROR(Scan(target, &removed, &blocks).status());
+  CIUIC_RETURN_IF_ERROR(Scan(target, room, &removed, &blocks).status());
   return removed;
 }
 
@@ -500,14 +547,14 @@ Result<uint64_t> NodeCache::Drop(const Fid& fid) {
   if (ec)
     return Status::IoError(fmt::format("node cache {}: dropping: {}", options_.dir, ec.message()));
   uint64_t gone = 0, blocks = 0;
-  CIUIC_RETURN_IF_ERROR(Scan(UINT64_MAX, &gone, &blocks).status());
+  CIUIC_RETURN_IF_ERROR(Scan(UINT64_MAX, 0, &gone, &blocks).status());
   return removed;
 }
 
 Result<NodeCacheStats> NodeCache::Stats() {
   NodeCacheStats s;
   uint64_t removed = 0;
-  CIUIC_ASSIGN_OR_RETURN(s.bytes, Scan(UINT64_MAX, &removed, &s.blocks));
+  CIUIC_ASSIGN_OR_RETURN(s.bytes, Scan(UINT64_MAX, 0, &removed, &s.blocks));
   s.max_bytes = options_.max_bytes;
   struct statvfs vfs;
   if (::statvfs(options_.dir.c_str(), &vfs) == 0) {

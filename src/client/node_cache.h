@@ -105,8 +105,8 @@ class NodeCache {
   FillLock LockFill(const Fid& fid, uint64_t data_version, uint64_t index, bool wait = true);
 
   // Removes least recently used blocks until the cache holds at most `target` bytes and the
-  // device has its free ratio; returns how many bytes went.
-  Result<uint64_t> Evict(uint64_t target);
+  // device has its free ratio and `room` bytes more; returns how many bytes went.
+  Result<uint64_t> Evict(uint64_t target, uint64_t room = 0);
   // Removes every block (of FID `fid` only when it is valid).
   Result<uint64_t> Drop(const Fid& fid = Fid{});
   Result<NodeCacheStats> Stats();
@@ -125,7 +125,7 @@ class NodeCache {
   void Complain(const std::string& what);
   // Scans the blocks: total bytes, and (when `evict_to` is not UINT64_MAX) removes the least
   // recently used until at most that many bytes remain and the device has its free ratio.
-  Result<uint64_t> Scan(uint64_t evict_to, uint64_t* removed, uint64_t* blocks);
+  Result<uint64_t> Scan(uint64_t evict_to, uint64_t room, uint64_t* removed, uint64_t* blocks);
 
   // A block file kept open with its header and CRCs (files never change once in place).
   struct OpenBlock {
@@ -156,6 +156,10 @@ class NodeCache {
   std::shared_ptr<OpenBlock> FindOpen(const Key& key);
   void ForgetOpen(const Key& key);
   void ForgetAllOpen();
+  // Closes open blocks whose files were removed (evicted by another process), at most once a
+  // second.
+  void SweepOpen();
+  std::atomic<int64_t> last_sweep_ms_{0};
 
   NodeCacheOptions options_;
   std::shared_mutex open_mu_;
@@ -165,6 +169,7 @@ class NodeCache {
   std::atomic<uint64_t> since_scan_{0};  // bytes this process put since the last scan
   std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0};
   std::atomic<uint64_t> tmp_seq_{0};
+  std::atomic<uint64_t> puts_{0};
   std::mutex scan_mu_;
   std::mutex complain_mu_;
   int64_t last_complaint_ms_ = 0;

@@ -3,11 +3,14 @@
 // counters); a file rewritten elsewhere is never served stale; a corrupt cached block is read
 // from the OSTs again; asynchronous reads (the mount's, the loader's) go through it too.
 #include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -178,6 +181,39 @@ TEST_F(NodeCacheIt, AsynchronousReadsGoThroughTheCache) {
   auto b = NewClient(cache_dir_);
   EXPECT_EQ(read_async(b.get()), data);
   EXPECT_EQ(OstReadBytes(), mid);
+}
+
+TEST_F(NodeCacheIt, AFullCacheDeviceNeverFailsARead) {
+  // A 3 MiB file system as the cache device (tmpfs: needs root, as the watermark tests do).
+  const std::string dev = cache_dir_ + "/small";
+  fs::create_directories(dev);
+  if (::mount("tmpfs", dev.c_str(), "tmpfs", 0, "size=3m") != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here (not root?)";
+  struct Unmount {
+    std::string d;
+    ~Unmount() { ::umount2(d.c_str(), MNT_DETACH); }
+  } unmount{dev};
+  const std::string data = Pattern(8u << 20, 7);
+  Write("/full", data);
+  {
+    // Two clients at once, each filling what the device takes and then missing the rest.
+    auto a = NewClient(dev);
+    auto b = NewClient(dev);
+    std::string got_a, got_b;
+    std::thread ta([&] { got_a = Read(a.get(), "/full", 0, data.size()); });
+    std::thread tb([&] { got_b = Read(b.get(), "/full", 0, data.size()); });
+    ta.join();
+    tb.join();
+    EXPECT_EQ(got_a, data);
+    EXPECT_EQ(got_b, data);
+    // And again, with the device full of the first blocks: hits and misses mixed.
+    EXPECT_EQ(Read(a.get(), "/full", (1u << 20) + 77, 5u << 20),
+              data.substr((1u << 20) + 77, 5u << 20));
+  }
+  // The device was kept from filling up: the cache evicts down to its free ratio.
+  struct statvfs vfs;
+  ASSERT_EQ(::statvfs(dev.c_str(), &vfs), 0);
+  EXPECT_GT(vfs.f_bavail, 0u);
 }
 
 TEST_F(NodeCacheIt, ACacheDirectoryThatCannotBeMadeLeavesTheClientWithoutOne) {
