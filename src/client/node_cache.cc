@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -100,6 +101,17 @@ long TempOwner(const std::string& name) {
 
 }  // namespace
 
+// DIR/stats: magic "CIUICNS1", then the counters of NodeCacheCounters in order, each a 64-bit
+// atomic in shared memory, added to by every process.
+struct NodeCache::SharedCounters {
+  char magic[8];
+  std::atomic<uint64_t> v[7];
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+enum CounterField { kHits, kHitBytes, kFills, kFillBytes, kCorrupt, kEvictedBytes, kPutFailures };
+
 NodeCacheOptions ResolveNodeCache(const std::string& dir,
                                   uint64_t bytes,
                                   const std::string& cluster_dir,
@@ -152,6 +164,22 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& optio
   rlimit nofile{};
   if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
     c->max_open_ = std::clamp<size_t>(static_cast<size_t>(nofile.rlim_cur) / 4, 16, 1024);
+  {
+    // The shared counters: best effort (a cache without them still works).
+    const std::string stats = options.dir + "/stats";
+    const int fd = ::open(stats.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    struct stat st;
+    if (fd >= 0 && ::fstat(fd, &st) == 0 && (st.st_size >= 4096 || ::ftruncate(fd, 4096) == 0)) {
+      void* m = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (m != MAP_FAILED) {
+        c->shared_ = static_cast<SharedCounters*>(m);
+        if (std::memcmp(c->shared_->magic, "CIUICNS1", 8) != 0)
+          std::memcpy(c->shared_->magic, "CIUICNS1", 8);
+      }
+    }
+    if (fd >= 0)
+      ::close(fd);
+  }
   uint64_t removed = 0, blocks = 0;
   CIUIC_ASSIGN_OR_RETURN(uint64_t used, c->Scan(UINT64_MAX, 0, &removed, &blocks));
   c->used_ = used;
@@ -160,7 +188,21 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& optio
   return c;
 }
 
-NodeCache::~NodeCache() = default;
+NodeCache::~NodeCache() {
+  if (shared_ != nullptr)
+    ::munmap(shared_, 4096);
+}
+
+void NodeCache::Count(size_t field, uint64_t n) {
+  static_assert(sizeof(SharedCounters) <= 4096);
+  if (shared_ != nullptr)
+    shared_->v[field].fetch_add(n, std::memory_order_relaxed);
+}
+
+void NodeCache::CountFill(size_t bytes) {
+  Count(kFills, 1);
+  Count(kFillBytes, bytes);
+}
 
 std::string NodeCache::FidDir(const Fid& fid) const {
   return fmt::format("{}/blocks/{:02x}/{:x}-{:x}-{:x}", options_.dir, fid.seq & 0xff, fid.mds,
@@ -342,12 +384,15 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
     ForgetOpen(key);
     const std::string path = BlockPath(fid, data_version, index);
     corrupt_.fetch_add(1);
+    Count(kCorrupt, 1);
     misses_.fetch_add(1);
     LOG_WARN("node cache: {}: {}; removed, reading from the OSTs", path, bad.message());
     ::unlink(path.c_str());
     return Status::NotFound("cached block was corrupt");
   }
   hits_.fetch_add(1);
+  Count(kHits, 1);
+  Count(kHitBytes, copied);
   return copied;
 }
 
@@ -427,6 +472,7 @@ Status NodeCache::Put(
       err = write_once();
   }
   if (err != 0) {
+    Count(kPutFailures, 1);
     Status st = Status::IoError(fmt::format("writing {}: {}", path, std::strerror(err)));
     Complain(st.message());
     return st;
@@ -514,8 +560,10 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
     entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(i));
     // Blocks this process keeps open hold their space until closed: close them (a removed one
     // stays readable to a read in flight, which holds it).
-    if (*removed > 0)
+    if (*removed > 0) {
+      Count(kEvictedBytes, *removed);
       ForgetAllOpen();
+    }
   }
   *blocks = entries.size();
   used_ = total;
@@ -556,6 +604,13 @@ Result<NodeCacheStats> NodeCache::Stats() {
   uint64_t removed = 0;
   CIUIC_ASSIGN_OR_RETURN(s.bytes, Scan(UINT64_MAX, 0, &removed, &s.blocks));
   s.max_bytes = options_.max_bytes;
+  if (shared_ != nullptr) {
+    uint64_t* out[] = {&s.counters.hits,        &s.counters.hit_bytes, &s.counters.fills,
+                       &s.counters.fill_bytes,  &s.counters.corrupt,   &s.counters.evicted_bytes,
+                       &s.counters.put_failures};
+    for (size_t i = 0; i < 7; ++i)
+      *out[i] = shared_->v[i].load(std::memory_order_relaxed);
+  }
   struct statvfs vfs;
   if (::statvfs(options_.dir.c_str(), &vfs) == 0) {
     s.device_free = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;

@@ -48,7 +48,20 @@ NodeCacheOptions ResolveNodeCache(const std::string& dir,
                                   const std::string& cluster_dir,
                                   uint64_t cluster_bytes);
 
+// Counters of every process that used the cache directory since it was made (DIR/stats, shared
+// memory; docs/formats/node-cache.md).
+struct NodeCacheCounters {
+  uint64_t hits = 0;  // reads served from the cache
+  uint64_t hit_bytes = 0;
+  uint64_t fills = 0;  // blocks fetched from the OSTs and stored
+  uint64_t fill_bytes = 0;
+  uint64_t corrupt = 0;        // blocks that failed their checksums (removed)
+  uint64_t evicted_bytes = 0;  // removed to keep the size cap or the free ratio
+  uint64_t put_failures = 0;   // stores that failed (full or broken device)
+};
+
 struct NodeCacheStats {
+  NodeCacheCounters counters;
   uint64_t blocks = 0;
   uint64_t bytes = 0;  // of block files, headers included
   uint64_t max_bytes = 0;
@@ -112,6 +125,9 @@ class NodeCache {
   Result<NodeCacheStats> Stats();
   const std::string& dir() const { return options_.dir; }
 
+  // A block fetched from the OSTs for a reader (a miss), counted in the shared counters.
+  void CountFill(size_t bytes);
+
   // Counters of this process.
   uint64_t hits() const { return hits_.load(); }
   uint64_t misses() const { return misses_.load(); }
@@ -168,6 +184,10 @@ class NodeCache {
   std::atomic<uint64_t> used_{0};        // estimate: last scan plus this process's puts
   std::atomic<uint64_t> since_scan_{0};  // bytes this process put since the last scan
   std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0};
+  // DIR/stats mapped shared: the counters of every process (null when it cannot be mapped).
+  struct SharedCounters;
+  SharedCounters* shared_ = nullptr;
+  void Count(size_t field, uint64_t n);
   std::atomic<uint64_t> tmp_seq_{0};
   std::atomic<uint64_t> puts_{0};
   std::mutex scan_mu_;

@@ -199,6 +199,25 @@ TEST_F(NodeCacheTest, EvictionRemovesTheLeastRecentlyUsedFirst) {
   EXPECT_LE(st->bytes, 4 * file + file / 2);
 }
 
+TEST_F(NodeCacheTest, CountersAreSharedByEveryProcessOfTheDirectory) {
+  auto a = Open();
+  auto b = Open();  // another process's view of the same directory
+  std::vector<uint8_t> data = Bytes(10000, 8);
+  a->CountFill(data.size());
+  ASSERT_TRUE(a->Put(fid_, 1, 0, data.data(), data.size()).ok());
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  ASSERT_TRUE(b->Get(fid_, 1, 0, got.data()).ok());
+  size_t len = 0;
+  ASSERT_TRUE(b->GetRange(fid_, 1, 0, 100, 50, got.data(), &len).ok());
+  auto st = Open()->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->counters.fills, 1u);
+  EXPECT_EQ(st->counters.fill_bytes, data.size());
+  EXPECT_EQ(st->counters.hits, 2u);
+  EXPECT_EQ(st->counters.hit_bytes, data.size() + 50);
+  EXPECT_EQ(st->counters.corrupt, 0u);
+}
+
 TEST_F(NodeCacheTest, OneFillOfABlockAtATime) {
   auto c = Open();
   NodeCache::FillLock a = c->LockFill(fid_, 1, 0);

@@ -79,6 +79,13 @@ class NodeCacheTest(unittest.TestCase):
         before = self.ost_read_bytes()
         self.get("second read")
         self.assertEqual(self.ost_read_bytes(), before)
+        # The counters of every process: the warm's fills, the get's hits.
+        status = ciuic("cache", "status", env=self.env).stdout
+        m = re.search(r"(\d+) hits .*?(\d+) blocks fetched from the OSTs", status)
+        self.assertIsNotNone(m, status)
+        self.assertGreaterEqual(int(m.group(1)), 7)
+        self.assertGreaterEqual(int(m.group(2)), 7)
+        self.assertIn("hit ratio", status)
         # Opting a process out reads the OSTs.
         env = dict(self.env, CIUIC_NODE_CACHE="none")
         self.get("read past the cache", env)
