@@ -478,6 +478,18 @@ class Client {
   // The replication chains, fetched from the MDS now.
   virtual Result<std::vector<ChainStatus>> Chains() = 0;
 
+  // The order this process will read files in (a data loader's epoch, its exact sample order):
+  // while it is set, the node cache (ClientOptions::node_cache_dir) keeps the blocks needed
+  // soonest instead of the most recently used, and removes first what the order does not need
+  // again. Each read of a block uses up its next place in the order. An empty order goes back
+  // to least recently used. Without a node cache it does nothing. One MDS round trip per file.
+  struct PlannedRead {
+    std::string path;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  virtual Status SetNodeCachePlan(const std::vector<PlannedRead>& order) = 0;
+
   virtual const std::string& cluster_uuid() const = 0;
   virtual const ClientOptions& options() const = 0;
 

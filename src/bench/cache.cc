@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -15,6 +16,7 @@
 
 #include "bench/parallel.h"
 #include "ciuic/client.h"
+#include "client/node_cache.h"
 #include "common/config.h"
 #include "common/crc32c.h"
 #include "net/http_server.h"
@@ -148,6 +150,69 @@ Result<double> RandIops(const CacheOptions& o,
     t.join();
   CIUIC_RETURN_IF_ERROR(first);
   return static_cast<double>(ops.load()) / Seconds(t0, Clock::now());
+}
+
+// Three shuffled epochs over a data set of 1 MiB files twice the cache's size, with `plan` (each
+// epoch tells the cache its order and the next epoch's, as a data loader knows them from its
+// seed) or without (LRU). Adds the hit ratio of epochs 2 and 3, from the cache's shared
+// counters.
+Status RunEpochs(const CacheOptions& o,
+                 const std::vector<std::string>& files,
+                 const std::string& cache_dir,
+                 bool plan,
+                 Report* report) {
+  std::error_code ec;
+  fs::remove_all(cache_dir, ec);
+  const uint64_t per_file = kIo + 48 + 4 * (kIo / 4096);  // a cached block's file
+  ClientOptions co;
+  co.cluster_file = o.cluster_file;
+  co.node_cache_dir = cache_dir;
+  co.node_cache_bytes = per_file * files.size() / 2;
+  CIUIC_ASSIGN_OR_RETURN(auto client, Client::Connect(co));
+  client::NodeCacheOptions no;
+  no.dir = cache_dir;
+  no.max_bytes = co.node_cache_bytes;
+  CIUIC_ASSIGN_OR_RETURN(auto counters, client::NodeCache::Open(no));
+  auto order_of = [&](int epoch) {
+    std::vector<size_t> order(files.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::mt19937_64 rng(1000 + static_cast<uint64_t>(epoch));
+    std::shuffle(order.begin(), order.end(), rng);
+    return order;
+  };
+  std::vector<char> buf(kIo);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    const std::vector<size_t> order = order_of(epoch);
+    if (plan) {
+      std::vector<Client::PlannedRead> reads;
+      for (int e : {epoch, epoch + 1}) {
+        for (size_t i : order_of(e))
+          reads.push_back(Client::PlannedRead{files[i], 0, kIo});
+      }
+      CIUIC_RETURN_IF_ERROR(client->SetNodeCachePlan(reads));
+    }
+    CIUIC_ASSIGN_OR_RETURN(client::NodeCacheStats before, counters->Stats());
+    for (size_t i : order) {
+      CIUIC_ASSIGN_OR_RETURN(auto f, client->Open(files[i], O_RDONLY));
+      CIUIC_ASSIGN_OR_RETURN(size_t n, f->Pread(buf.data(), kIo, 0));
+      if (n != kIo)
+        return Status::IoError(fmt::format("cache: short read of {}", files[i]));
+      CIUIC_RETURN_IF_ERROR(f->Close());
+    }
+    CIUIC_ASSIGN_OR_RETURN(client::NodeCacheStats after, counters->Stats());
+    if (epoch == 0)
+      continue;  // the first epoch fills an empty cache: no hit either way
+    const double hits = static_cast<double>(after.counters.hits - before.counters.hits);
+    const double fills = static_cast<double>(after.counters.fills - before.counters.fills);
+    report
+        ->Add("cache", fmt::format("cache_epoch{}_hits_{}", epoch + 1, plan ? "plan" : "lru"),
+              "ciuic", hits + fills > 0 ? hits / (hits + fills) : 0, "ratio", true)
+        .note = fmt::format("{} files of 1 MiB read in a shuffled order, cache of half of them",
+                            files.size());
+  }
+  fs::remove_all(cache_dir, ec);
+  return Status::OK();
 }
 
 }  // namespace
@@ -313,7 +378,39 @@ Status RunCachePhase(const CacheOptions& o, Report* report) {
       }
     }
   }
-  return writer->Unlink(path);
+  CIUIC_RETURN_IF_ERROR(writer->Unlink(path));
+
+  // Shuffled epochs over a data set twice the cache: least recently used against the plan.
+  const size_t nfiles = std::max<size_t>(16, o.size / 4 / kIo);
+  o.progress(fmt::format("cache: 3 shuffled epochs over {} files, LRU and the epoch plan", nfiles));
+  std::vector<std::string> files;
+  {
+    std::vector<char> buf(kIo);
+    for (size_t i = 0; i < nfiles; ++i) {
+      files.push_back(fmt::format("{}/run{}-sample{:04}", dir, o.run, i));
+      Fill(i + 1000000, buf.data(), buf.size());
+      CIUIC_ASSIGN_OR_RETURN(auto f,
+                             writer->Open(files.back(), O_CREAT | O_WRONLY | O_TRUNC, 0644));
+      CIUIC_ASSIGN_OR_RETURN(size_t n, f->Pwrite(buf.data(), buf.size(), 0));
+      (void)n;
+      CIUIC_RETURN_IF_ERROR(f->Close());
+    }
+  }
+  Status es = RunEpochs(o, files, cache_dir, false, report);
+  if (es.ok())
+    es = RunEpochs(o, files, cache_dir, true, report);
+  for (const std::string& f : files)
+    writer->Unlink(f).IgnoreError();  // removing the data set; a leftover is harmless
+  CIUIC_RETURN_IF_ERROR(es);
+  for (int epoch = 2; epoch <= 3; ++epoch) {
+    const Metric* lru = report->Find(fmt::format("cache_epoch{}_hits_lru", epoch), "ciuic");
+    const Metric* plan = report->Find(fmt::format("cache_epoch{}_hits_plan", epoch), "ciuic");
+    if (lru != nullptr && plan != nullptr && lru->runs.back() > 0) {
+      report->Add("cache", fmt::format("cache_epoch{}_plan_vs_lru", epoch), "ciuic",
+                  plan->runs.back() / lru->runs.back(), "ratio", true);
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace ciuic::bench

@@ -2,10 +2,13 @@
 
 #include <sys/stat.h>
 
+#include <unordered_map>
+
 #include <fmt/format.h>
 
 #include "client/file_impl.h"
 #include "client/hsm.h"
+#include "client/node_cache.h"
 #include "client/path.h"
 #include "common/logging.h"
 #include "net/pb_convert.h"
@@ -733,6 +736,34 @@ Result<std::vector<OstStatus>> ClientImpl::OstMap() {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+Status ClientImpl::SetNodeCachePlan(const std::vector<PlannedRead>& order) {
+  NodeCache* nc = core_->node_cache();
+  if (nc == nullptr)
+    return Status::OK();
+  struct Version {
+    Fid fid;
+    uint64_t data_version;
+  };
+  std::unordered_map<std::string, Version> files;
+  std::vector<NodeCache::BlockRef> blocks;
+  for (const PlannedRead& r : order) {
+    auto it = files.find(r.path);
+    if (it == files.end()) {
+      CIUIC_ASSIGN_OR_RETURN(FileStat st, Stat(r.path));
+      it = files.emplace(r.path, Version{Fid{st.ino, st.fid_mds, st.fid_ver}, st.data_version})
+               .first;
+    }
+    if (r.length == 0)
+      continue;
+    for (uint64_t b = r.offset / kNodeCacheBlock; b <= (r.offset + r.length - 1) / kNodeCacheBlock;
+         ++b) {
+      blocks.push_back(NodeCache::BlockRef{it->second.fid, it->second.data_version, b});
+    }
+  }
+  nc->SetPlan(blocks);
+  return Status::OK();
 }
 
 Result<std::vector<ChainStatus>> ClientImpl::Chains() {

@@ -59,6 +59,7 @@ class ClientImpl : public Client {
   Result<StatFs> StatfsTiers() override;
   Result<std::vector<OstStatus>> OstMap() override;
   Result<std::vector<ChainStatus>> Chains() override;
+  Status SetNodeCachePlan(const std::vector<PlannedRead>& order) override;
 
   // By-FID operations (fid_ops.cc).
   FileId RootId() const override;

@@ -353,7 +353,7 @@ Result<size_t> OpenFile::ReadViaNodeCache(
           dest = block.get();
         }
         CIUIC_ASSIGN_OR_RETURN(size_t got, ReadDirect(dest, blen, start));
-        nc->CountFill(got);
+        nc->CountFill(fid, dv, idx, got);
         if (got == blen)
           nc->Put(fid, dv, idx, dest, blen).IgnoreError();  // logged; the read goes on
         if (dest != buf + done)

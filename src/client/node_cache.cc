@@ -199,7 +199,8 @@ void NodeCache::Count(size_t field, uint64_t n) {
     shared_->v[field].fetch_add(n, std::memory_order_relaxed);
 }
 
-void NodeCache::CountFill(size_t bytes) {
+void NodeCache::CountFill(const Fid& fid, uint64_t data_version, uint64_t index, size_t bytes) {
+  Used(Key{fid, data_version, index});
   Count(kFills, 1);
   Count(kFillBytes, bytes);
 }
@@ -391,6 +392,7 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
     return Status::NotFound("cached block was corrupt");
   }
   hits_.fetch_add(1);
+  Used(key);
   Count(kHits, 1);
   Count(kHitBytes, copied);
   return copied;
@@ -505,17 +507,108 @@ NodeCache::FillLock NodeCache::LockFill(const Fid& fid,
   return FillLock(fd);
 }
 
+bool NodeCache::ParseBlockPath(const fs::path& p, Key* key) {
+  unsigned long long mds = 0, seq = 0, ver = 0, dv = 0, index = 0;
+  const std::string dir = p.parent_path().filename().string();
+  const std::string name = p.filename().string();
+  char tail = 0;
+  if (std::sscanf(dir.c_str(), "%llx-%llx-%llx%c", &mds, &seq, &ver, &tail) != 3 ||
+      std::sscanf(name.c_str(), "%llx-%llx%c", &dv, &index, &tail) != 2) {
+    return false;
+  }
+  *key = Key{Fid{seq, static_cast<uint32_t>(mds), static_cast<uint32_t>(ver)}, dv, index};
+  return true;
+}
+
+void NodeCache::SortForEviction(std::vector<ScanEntry>* entries) {
+  std::vector<uint64_t> next(entries->size(), UINT64_MAX);
+  bool planned;
+  {
+    std::lock_guard<std::mutex> lock(plan_mu_);
+    planned = !plan_.empty();
+  }
+  if (planned) {
+    for (size_t i = 0; i < entries->size(); ++i)
+      next[i] = (*entries)[i].has_key ? NextUse((*entries)[i].key) : UINT64_MAX;
+  }
+  std::vector<size_t> idx(entries->size());
+  for (size_t i = 0; i < idx.size(); ++i)
+    idx[i] = i;
+  // With a plan: not needed again first, then needed latest; ties (and without a plan, all)
+  // least recently used first.
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    if (next[a] != next[b])
+      return next[a] > next[b];
+    return (*entries)[a].mtime_ns < (*entries)[b].mtime_ns;
+  });
+  std::vector<ScanEntry> sorted;
+  sorted.reserve(entries->size());
+  for (size_t i : idx)
+    sorted.push_back(std::move((*entries)[i]));
+  *entries = std::move(sorted);
+}
+
+void NodeCache::SetPlan(const std::vector<BlockRef>& order) {
+  std::unordered_map<Key, PlanUses, KeyHash> plan;
+  for (size_t i = 0; i < order.size(); ++i)
+    plan[Key{order[i].fid, order[i].data_version, order[i].index}].positions.push_back(i);
+  std::lock_guard<std::mutex> lock(plan_mu_);
+  plan_ = std::move(plan);
+}
+
+uint64_t NodeCache::NextUse(const Key& key) {
+  std::lock_guard<std::mutex> lock(plan_mu_);
+  auto it = plan_.find(key);
+  if (it == plan_.end() || it->second.used >= it->second.positions.size())
+    return UINT64_MAX;
+  return it->second.positions[it->second.used];
+}
+
+void NodeCache::Used(const Key& key) {
+  std::lock_guard<std::mutex> lock(plan_mu_);
+  if (plan_.empty())
+    return;
+  auto it = plan_.find(key);
+  if (it != plan_.end() && it->second.used < it->second.positions.size())
+    ++it->second.used;
+}
+
+void NodeCache::NoteUse(const Fid& fid, uint64_t data_version, uint64_t index) {
+  Used(Key{fid, data_version, index});
+}
+
+Result<std::vector<NodeCache::BlockRef>> NodeCache::EvictionOrder() {
+  std::lock_guard<std::mutex> lock(scan_mu_);
+  std::vector<ScanEntry> entries;
+  std::error_code ec;
+  const fs::path root = fs::path(options_.dir) / "blocks";
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st;
+    ScanEntry e;
+    if (it->is_directory(ec) || ::lstat(it->path().c_str(), &st) != 0 ||
+        !ParseBlockPath(it->path(), &e.key)) {
+      continue;
+    }
+    e.has_key = true;
+    e.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    entries.push_back(std::move(e));
+  }
+  if (ec)
+    return Status::IoError(fmt::format("node cache {}: listing: {}", options_.dir, ec.message()));
+  SortForEviction(&entries);
+  std::vector<BlockRef> out;
+  for (const ScanEntry& e : entries)
+    out.push_back(BlockRef{e.key.fid, e.key.data_version, e.key.index});
+  return out;
+}
+
 Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
                                  uint64_t room,
                                  uint64_t* removed,
                                  uint64_t* blocks) {
   std::lock_guard<std::mutex> lock(scan_mu_);
-  struct Entry {
-    int64_t mtime_ns;
-    uint64_t bytes;
-    std::string path;
-  };
-  std::vector<Entry> entries;
+  std::vector<ScanEntry> entries;
   uint64_t total = 0;
   std::error_code ec;
   const fs::path root = fs::path(options_.dir) / "blocks";
@@ -530,8 +623,10 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
         ::unlink(it->path().c_str());  // a filler that died mid-way
       continue;
     }
-    entries.push_back(Entry{int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
-                            static_cast<uint64_t>(st.st_size), it->path().string()});
+    ScanEntry e{int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
+                static_cast<uint64_t>(st.st_size), it->path().string(), Key{}, false};
+    e.has_key = ParseBlockPath(it->path(), &e.key);
+    entries.push_back(std::move(e));
     total += static_cast<uint64_t>(st.st_size);
   }
   if (ec)
@@ -547,8 +642,7 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
       if (free_dev < want)
         free_need = static_cast<uint64_t>(want - free_dev);
     }
-    std::sort(entries.begin(), entries.end(),
-              [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
+    SortForEviction(&entries);
     size_t i = 0;
     while (i < entries.size() && (total > evict_to || *removed < free_need)) {
       if (::unlink(entries[i].path.c_str()) == 0 || errno == ENOENT) {

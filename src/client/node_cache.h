@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -125,8 +126,25 @@ class NodeCache {
   Result<NodeCacheStats> Stats();
   const std::string& dir() const { return options_.dir; }
 
-  // A block fetched from the OSTs for a reader (a miss), counted in the shared counters.
-  void CountFill(size_t bytes);
+  // A block fetched from the OSTs for a reader (a miss): counted in the shared counters, and a
+  // use of the block in the plan.
+  void CountFill(const Fid& fid, uint64_t data_version, uint64_t index, size_t bytes);
+
+  // The order in which this process will read blocks (a data loader's epoch plan): while one is
+  // set, eviction keeps the blocks needed soonest (Belady's rule) instead of the most recently
+  // used. Blocks the plan does not need again go first (least recently used first among them),
+  // then those needed latest. Each Get/GetRange hit and each CountFill of a planned block uses
+  // up its next occurrence. An empty plan goes back to LRU.
+  struct BlockRef {
+    Fid fid;
+    uint64_t data_version = 0;
+    uint64_t index = 0;
+  };
+  void SetPlan(const std::vector<BlockRef>& order);
+  // Notes a use of a block outside Get/GetRange/CountFill (a fill whose read failed, ...).
+  void NoteUse(const Fid& fid, uint64_t data_version, uint64_t index);
+  // The order Evict would remove the cached blocks in, first to go first (for tests and tools).
+  Result<std::vector<BlockRef>> EvictionOrder();
 
   // Counters of this process.
   uint64_t hits() const { return hits_.load(); }
@@ -188,6 +206,29 @@ class NodeCache {
   struct SharedCounters;
   SharedCounters* shared_ = nullptr;
   void Count(size_t field, uint64_t n);
+
+  // The epoch plan: for each planned block, its positions in the order and how many are used.
+  struct PlanUses {
+    std::vector<uint64_t> positions;
+    size_t used = 0;
+  };
+  std::mutex plan_mu_;
+  std::unordered_map<Key, PlanUses, KeyHash> plan_;  // empty: LRU
+  // The position of the block's next use in the plan; UINT64_MAX when the plan does not need it
+  // again (or there is no plan).
+  uint64_t NextUse(const Key& key);
+  void Used(const Key& key);
+  struct ScanEntry {
+    int64_t mtime_ns = 0;
+    uint64_t bytes = 0;
+    std::string path;
+    Key key;
+    bool has_key = false;
+  };
+  // The key a block file's path names; false for other files.
+  static bool ParseBlockPath(const std::filesystem::path& p, Key* key);
+  // Sorts `entries` into the order eviction removes them.
+  void SortForEviction(std::vector<ScanEntry>* entries);
   std::atomic<uint64_t> tmp_seq_{0};
   std::atomic<uint64_t> puts_{0};
   std::mutex scan_mu_;

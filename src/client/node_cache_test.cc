@@ -203,7 +203,7 @@ TEST_F(NodeCacheTest, CountersAreSharedByEveryProcessOfTheDirectory) {
   auto a = Open();
   auto b = Open();  // another process's view of the same directory
   std::vector<uint8_t> data = Bytes(10000, 8);
-  a->CountFill(data.size());
+  a->CountFill(fid_, 1, 0, data.size());
   ASSERT_TRUE(a->Put(fid_, 1, 0, data.data(), data.size()).ok());
   std::vector<uint8_t> got(kNodeCacheBlock);
   ASSERT_TRUE(b->Get(fid_, 1, 0, got.data()).ok());
@@ -216,6 +216,47 @@ TEST_F(NodeCacheTest, CountersAreSharedByEveryProcessOfTheDirectory) {
   EXPECT_EQ(st->counters.hits, 2u);
   EXPECT_EQ(st->counters.hit_bytes, data.size() + 50);
   EXPECT_EQ(st->counters.corrupt, 0u);
+}
+
+TEST_F(NodeCacheTest, APlanEvictsWhatItNeedsLatestAndWhatItNeverNeedsFirst) {
+  const uint64_t file = 48 + 4 * 256 + kNodeCacheBlock;
+  auto c = Open();
+  std::vector<uint8_t> data = Bytes(kNodeCacheBlock, 9);
+  for (uint64_t i = 0; i < 6; ++i) {
+    ASSERT_TRUE(c->Put(fid_, 1, i, data.data(), data.size()).ok());
+    const std::string p =
+        fmt::format("{}/blocks/{:02x}/0-{:x}-0/1-{:x}", dir_, fid_.seq & 0xff, fid_.seq, i);
+    timespec ts[2] = {{1000000 + static_cast<time_t>(i), 0}, {1000000 + static_cast<time_t>(i), 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), ts, 0), 0);
+  }
+  auto order = [&] {
+    std::vector<uint64_t> out;
+    auto o = c->EvictionOrder();
+    EXPECT_TRUE(o.ok());
+    for (const auto& b : *o)
+      out.push_back(b.index);
+    return out;
+  };
+  // Without a plan: least recently used first.
+  EXPECT_EQ(order(), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
+  // The plan reads 3, 1, 5, 0, then 3 again; 2 and 4 are not in it.
+  std::vector<NodeCache::BlockRef> plan;
+  for (uint64_t i : {3, 1, 5, 0, 3})
+    plan.push_back(NodeCache::BlockRef{fid_, 1, i});
+  c->SetPlan(plan);
+  EXPECT_EQ(order(), (std::vector<uint64_t>{2, 4, 0, 5, 1, 3}));
+  // A hit on 3 uses its first occurrence: its next use is now the plan's last.
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  ASSERT_TRUE(c->Get(fid_, 1, 3, got.data()).ok());
+  EXPECT_EQ(order(), (std::vector<uint64_t>{2, 4, 3, 0, 5, 1}));
+  // Room for three: the three needed soonest stay.
+  ASSERT_TRUE(c->Evict(3 * file).ok());
+  EXPECT_EQ(order(), (std::vector<uint64_t>{0, 5, 1}));
+  // A fill of 1 uses it; with no plan again, least recently used first.
+  c->CountFill(fid_, 1, 1, kNodeCacheBlock);
+  EXPECT_EQ(order().front(), 1u);
+  c->SetPlan({});
+  EXPECT_EQ(order(), (std::vector<uint64_t>{0, 1, 5}));
 }
 
 TEST_F(NodeCacheTest, OneFillOfABlockAtATime) {
