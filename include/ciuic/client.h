@@ -484,11 +484,15 @@ class Client {
   // again. Each read of a block uses up its next place in the order. An empty order goes back
   // to least recently used. Without a node cache it does nothing. One MDS round trip per file.
   struct PlannedRead {
-    std::string path;
+    std::string path;  // empty: `id` and `data_version` name the file (no MDS round trip)
     uint64_t offset = 0;
     uint64_t length = 0;
+    FileId id;
+    uint64_t data_version = 0;
   };
   virtual Status SetNodeCachePlan(const std::vector<PlannedRead>& order) = 0;
+  // Whether reads of this client go through a node cache.
+  virtual bool HasNodeCache() const = 0;
 
   virtual const std::string& cluster_uuid() const = 0;
   virtual const ClientOptions& options() const = 0;
@@ -516,11 +520,15 @@ class Client {
   // has not changed since: reads return the objects' current bytes within `size`, and an object
   // missing on its OST (the file was removed or rewritten since) fails the read with kStale.
   // `name` names the file in errors. Local: fails only (kInvalidArgument) for a layout that
-  // does not Validate().
-  virtual Result<std::unique_ptr<File>> OpenResolved(const FileId& id,
-                                                     const FileLayout& layout,
-                                                     uint64_t size,
-                                                     const std::string& name) = 0;
+  // does not Validate(). `data_version` (FileStat::data_version at the resolve) lets its reads
+  // go through the node cache, keyed by it; without it they go past the cache (a block must
+  // never be cached under a version it does not belong to).
+  virtual Result<std::unique_ptr<File>> OpenResolved(
+      const FileId& id,
+      const FileLayout& layout,
+      uint64_t size,
+      const std::string& name,
+      std::optional<uint64_t> data_version = std::nullopt) = 0;
   // Creates (or, without O_EXCL, opens) regular file `name` in `parent` and opens it with
   // `flags`; `attr` (optional) gets its attributes.
   virtual Result<std::unique_ptr<File>> CreateAt(

@@ -188,7 +188,7 @@ Status RunEpochs(const CacheOptions& o,
       std::vector<Client::PlannedRead> reads;
       for (int e : {epoch, epoch + 1}) {
         for (size_t i : order_of(e))
-          reads.push_back(Client::PlannedRead{files[i], 0, kIo});
+          reads.push_back(Client::PlannedRead{files[i], 0, kIo, FileId{}, 0});
       }
       CIUIC_RETURN_IF_ERROR(client->SetNodeCachePlan(reads));
     }

@@ -749,6 +749,13 @@ Status ClientImpl::SetNodeCachePlan(const std::vector<PlannedRead>& order) {
   std::unordered_map<std::string, Version> files;
   std::vector<NodeCache::BlockRef> blocks;
   for (const PlannedRead& r : order) {
+    if (r.path.empty()) {
+      for (uint64_t b = r.offset / kNodeCacheBlock;
+           r.length > 0 && b <= (r.offset + r.length - 1) / kNodeCacheBlock; ++b) {
+        blocks.push_back(NodeCache::BlockRef{Fid{r.id.seq, r.id.mds, r.id.ver}, r.data_version, b});
+      }
+      continue;
+    }
     auto it = files.find(r.path);
     if (it == files.end()) {
       CIUIC_ASSIGN_OR_RETURN(FileStat st, Stat(r.path));

@@ -60,6 +60,7 @@ class ClientImpl : public Client {
   Result<std::vector<OstStatus>> OstMap() override;
   Result<std::vector<ChainStatus>> Chains() override;
   Status SetNodeCachePlan(const std::vector<PlannedRead>& order) override;
+  bool HasNodeCache() const override { return core_->node_cache() != nullptr; }
 
   // By-FID operations (fid_ops.cc).
   FileId RootId() const override;
@@ -82,10 +83,12 @@ class ClientImpl : public Client {
   Result<std::shared_ptr<SharedMemory>> NewSharedMemory(size_t bytes) override {
     return core_->NewSharedMemory(bytes);
   }
-  Result<std::unique_ptr<File>> OpenResolved(const FileId& id,
-                                             const FileLayout& layout,
-                                             uint64_t size,
-                                             const std::string& name) override;
+  Result<std::unique_ptr<File>> OpenResolved(
+      const FileId& id,
+      const FileLayout& layout,
+      uint64_t size,
+      const std::string& name,
+      std::optional<uint64_t> data_version = std::nullopt) override;
   Result<std::unique_ptr<File>> CreateAt(const FileId& parent,
                                          const std::string& name,
                                          int flags,

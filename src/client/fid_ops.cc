@@ -199,7 +199,8 @@ Result<std::unique_ptr<File>> ClientImpl::OpenAt(const FileId& id, int flags, Fi
 Result<std::unique_ptr<File>> ClientImpl::OpenResolved(const FileId& id,
                                                        const FileLayout& layout,
                                                        uint64_t size,
-                                                       const std::string& name) {
+                                                       const std::string& name,
+                                                       std::optional<uint64_t> data_version) {
   // A Node of its own, not the client's shared one: the caller's size and layout must not
   // overwrite what this client's other handles of the file know (or the other way round).
   if (Status st = layout.Validate(); !st.ok())
@@ -207,8 +208,11 @@ Result<std::unique_ptr<File>> ClientImpl::OpenResolved(const FileId& id,
   auto node = std::make_shared<Node>(ToFid(id));
   node->layout = std::make_shared<const FileLayout>(layout);
   node->size = size;
+  // The node cache keys blocks by data version: without the caller's, none is known here.
+  node->data_version = data_version.value_or(0);
   OpenOptions options;
   options.random_access = true;  // callers that resolve layouts know what they read next
+  options.no_node_cache = !data_version.has_value();
   auto file = std::make_shared<OpenFile>(core_, std::move(node), name.empty() ? Name(id) : name,
                                          O_RDONLY, /*open_id=*/0, options);
   file->MarkResolved();

@@ -209,6 +209,7 @@ Result<std::shared_ptr<const ResolvedSources>> ResolveSources(Client& client,
         ResolvedSource& r = (*out)[i];
         r.id = IdOf(attr);
         r.size = attr.size;
+        r.data_version = attr.data_version;
         auto layout = client.GetLayoutAt(r.id);
         if (!layout.ok())
           return layout.status().WithContext(paths[i]);
@@ -254,6 +255,17 @@ Status PrefetchEngine::Start() {
                       sources_.size()));
     }
   }
+  if (resolved_ && client_->HasNodeCache()) {
+    // The epoch's exact order drives the node cache's eviction (docs/design.md "Node cache"):
+    // what this epoch still needs stays, what it read goes first.
+    std::vector<Client::PlannedRead> plan;
+    plan.reserve(order_.size());
+    for (const SampleRef& ref : order_) {
+      const ResolvedSource& r = (*resolved_)[ref.source];
+      plan.push_back(Client::PlannedRead{"", ref.offset, ref.length, r.id, r.data_version});
+    }
+    CIUIC_RETURN_IF_ERROR(client_->SetNodeCachePlan(plan));
+  }
   started_ = true;
   for (int i = 0; i < options_.opener_threads; ++i) {
     threads_.emplace_back([this] { IssuerLoop(); });
@@ -292,7 +304,8 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
   const std::string& path = sources_[index];
   if (resolved_ && !options_.keep_sources_open) {
     const ResolvedSource& r = (*resolved_)[index];
-    CIUIC_ASSIGN_OR_RETURN(auto f, client_->OpenResolved(r.id, r.layout, r.size, path));
+    CIUIC_ASSIGN_OR_RETURN(auto f,
+                           client_->OpenResolved(r.id, r.layout, r.size, path, r.data_version));
     return std::shared_ptr<File>(std::move(f));
   }
   if (!options_.keep_sources_open) {
@@ -315,7 +328,8 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
   if (resolved_) {
     // Resolved shards open without an MDS round trip, so an LRU miss costs nothing remote.
     const ResolvedSource& r = (*resolved_)[index];
-    CIUIC_ASSIGN_OR_RETURN(auto opened, client_->OpenResolved(r.id, r.layout, r.size, path));
+    CIUIC_ASSIGN_OR_RETURN(auto opened,
+                           client_->OpenResolved(r.id, r.layout, r.size, path, r.data_version));
     f = std::shared_ptr<File>(std::move(opened));
   } else {
     HandOff();

@@ -72,6 +72,7 @@ struct ResolvedSource {
   FileId id;
   FileLayout layout;
   uint64_t size = 0;
+  uint64_t data_version = 0;  // at the resolve: keys the node cache's blocks of the file
 };
 using ResolvedSources = std::vector<ResolvedSource>;
 

@@ -1,6 +1,7 @@
 #include "loader/prefetch_engine.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <set>
 #include <string>
@@ -8,6 +9,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/metrics.h"
+#include "oss/oss_server.h"
 #include "testing/mini_cluster.h"
 
 namespace ciuic::loader {
@@ -272,6 +275,70 @@ TEST(PrefetchEngineTest, SamplesLandInSharedMemoryOfAPoolKeptAcrossEngines) {
   ASSERT_TRUE(engine.Start().ok());
   ExpectSamplesInOrder(engine, order, expected);
   EXPECT_EQ(cluster->shm_reads(), before);
+}
+
+}  // namespace
+}  // namespace ciuic::loader
+
+namespace ciuic::loader {
+namespace {
+
+// Bytes the MiniCluster's OSSes read from their OSTs (their metrics).
+uint64_t OstReadBytes(testing::MiniCluster* c, int num_oss) {
+  uint64_t total = 0;
+  for (int i = 0; i < num_oss; ++i) {
+    const std::string text = c->oss(i)->metrics()->Render();
+    for (size_t at = 0;
+         (at = text.find("\nciuic_ost_read_bytes_total{", at)) != std::string::npos;) {
+      const size_t sp = text.find("} ", at);
+      total += std::stoull(text.substr(sp + 2, text.find('\n', sp) - sp - 2));
+      at = sp;
+    }
+  }
+  return total;
+}
+
+// A data set read by the engine with resolved sources goes through the node cache, keyed by the
+// data version of the resolve: a second epoch (another client of the machine) costs the OSTs
+// nothing, and a file rewritten since is read anew once it is resolved again.
+TEST(PrefetchEngineTest, ResolvedSourcesReadThroughTheNodeCacheAtTheirDataVersion) {
+  auto cluster = testing::MiniCluster::Start({.num_oss = 1, .osts_per_oss = 2}).value();
+  char tmpl[] = "/tmp/ciuic-loader-cache-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string cache_dir = tmpl;
+  ClientOptions co;
+  co.node_cache_dir = cache_dir;
+  std::shared_ptr<Client> writer(cluster->NewClient().value());
+  std::vector<std::string> sources;
+  std::vector<SampleRef> order;
+  for (int i = 0; i < 8; ++i) {
+    sources.push_back(fmt::format("/sample{}", i));
+    ASSERT_TRUE(writer->WriteFile(sources.back(), Bytes(i, 300000)).ok());
+    order.push_back({static_cast<uint32_t>(7 - i), 0, 300000});
+  }
+  auto epoch = [&](const std::shared_ptr<const ResolvedSources>& resolved, int version) {
+    std::shared_ptr<Client> client(cluster->NewClient(co).value());
+    ASSERT_TRUE(client->HasNodeCache());
+    PrefetchEngine engine(client, sources, order, PrefetchOptions{}, resolved);
+    ASSERT_TRUE(engine.Start().ok());
+    ExpectSamplesInOrder(engine, order, [&](const SampleRef& ref) {
+      return Bytes(static_cast<int>(ref.source) + version, 300000);
+    });
+  };
+  auto resolved = ResolveSources(*writer, sources, 4).value();
+  const uint64_t before = OstReadBytes(cluster.get(), 1);
+  epoch(resolved, 0);
+  const uint64_t after_first = OstReadBytes(cluster.get(), 1);
+  EXPECT_GE(after_first - before, 8u * 300000);
+  epoch(resolved, 0);
+  EXPECT_EQ(OstReadBytes(cluster.get(), 1), after_first);  // every sample from the cache
+  // Rewritten: a new data version, new keys.
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(writer->WriteFile(sources[i], Bytes(i + 50, 300000)).ok());
+  epoch(ResolveSources(*writer, sources, 4).value(), 50);
+  EXPECT_GT(OstReadBytes(cluster.get(), 1), after_first);
+  std::error_code ec;
+  std::filesystem::remove_all(cache_dir, ec);
 }
 
 }  // namespace
