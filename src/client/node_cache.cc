@@ -106,6 +106,10 @@ long TempOwner(const std::string& name) {
 struct NodeCache::SharedCounters {
   char magic[8];
   std::atomic<uint64_t> v[7];
+  // Bytes of block files: set by every scan, added to by every put, so a process that opens
+  // the cache needs no scan to know it. `used_valid` is 1 once a scan set it.
+  std::atomic<uint64_t> used;
+  std::atomic<uint64_t> used_valid;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -168,8 +172,8 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& optio
     // The shared counters: best effort (a cache without them still works).
     const std::string stats = options.dir + "/stats";
     const int fd = ::open(stats.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    struct stat st;
-    if (fd >= 0 && ::fstat(fd, &st) == 0 && (st.st_size >= 4096 || ::ftruncate(fd, 4096) == 0)) {
+    // Allocated, not a hole: a store to a hole of a mapping on a full device is a SIGBUS.
+    if (fd >= 0 && ::posix_fallocate(fd, 0, 4096) == 0) {
       void* m = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (m != MAP_FAILED) {
         c->shared_ = static_cast<SharedCounters*>(m);
@@ -180,9 +184,13 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& optio
     if (fd >= 0)
       ::close(fd);
   }
-  uint64_t removed = 0, blocks = 0;
-  CIUIC_ASSIGN_OR_RETURN(uint64_t used, c->Scan(UINT64_MAX, 0, &removed, &blocks));
-  c->used_ = used;
+  uint64_t used = 0;
+  if (c->shared_ != nullptr && c->shared_->used_valid.load() == 1) {
+    used = c->shared_->used.load();  // another process scanned: no walk of the whole cache
+  } else {
+    uint64_t removed = 0, blocks = 0;
+    CIUIC_ASSIGN_OR_RETURN(used, c->Scan(UINT64_MAX, 0, &removed, &blocks));
+  }
   if (used > options.max_bytes)
     c->Evict(options.max_bytes).status().IgnoreError();  // a full cache only misses more
   return c;
@@ -191,6 +199,11 @@ Result<std::unique_ptr<NodeCache>> NodeCache::Open(const NodeCacheOptions& optio
 NodeCache::~NodeCache() {
   if (shared_ != nullptr)
     ::munmap(shared_, 4096);
+}
+
+uint64_t NodeCache::UsedBytes() const {
+  return shared_ != nullptr && shared_->used_valid.load() == 1 ? shared_->used.load()
+                                                               : used_.load();
 }
 
 void NodeCache::Count(size_t field, uint64_t n) {
@@ -406,7 +419,7 @@ Status NodeCache::Put(
   // put), evicts before it grows.
   const uint64_t file_bytes = kHeader + 4 * Slices(len) + len;
   bool evict =
-      used_.load() + file_bytes > options_.max_bytes ||
+      UsedBytes() + file_bytes > options_.max_bytes ||
       since_scan_.load() >= std::min<uint64_t>(options_.max_bytes / 8, uint64_t{256} << 20);
   if (!evict && puts_.fetch_add(1) % 16 == 0) {
     struct statvfs vfs;
@@ -480,6 +493,8 @@ Status NodeCache::Put(
     return st;
   }
   used_.fetch_add(file_bytes);
+  if (shared_ != nullptr)
+    shared_->used.fetch_add(file_bytes);
   since_scan_.fetch_add(file_bytes);
   return Status::OK();
 }
@@ -661,6 +676,10 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
   }
   *blocks = entries.size();
   used_ = total;
+  if (shared_ != nullptr) {
+    shared_->used.store(total);
+    shared_->used_valid.store(1);
+  }
   since_scan_ = 0;
   return total;
 }

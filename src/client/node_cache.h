@@ -6,7 +6,7 @@
 // Layout: DIR/blocks/<fan>/<mds>-<seq>-<ver>/<data_version>-<index> (docs/formats/node-cache.md):
 // a header naming the key, the CRC32C of every 4 KiB slice, then the bytes. A block is written
 // whole under a temporary name and renamed into place: the name is the index entry, so a filler
-// killed mid-way leaves only a temporary file (removed at the next Open), never a visible half
+// killed mid-way leaves only a temporary file (removed at the next scan), never a visible half
 // block. Every hit is verified against its CRCs; a bad block is removed and reported as a miss.
 //
 // Cross-process exclusion: fills of one block take an flock on one of kLockStripes lock files
@@ -206,6 +206,8 @@ class NodeCache {
   struct SharedCounters;
   SharedCounters* shared_ = nullptr;
   void Count(size_t field, uint64_t n);
+  // The bytes the cache holds: the shared count when there is one, else this process's estimate.
+  uint64_t UsedBytes() const;
 
   // The epoch plan: for each planned block, its positions in the order and how many are used.
   struct PlanUses {
