@@ -366,9 +366,12 @@ void MetaService::WriterLoop() {
         jobs.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
-      if (NowMs() >= next_tick) {
+      if (const int64_t now = NowMs(); now >= next_tick) {
+        // A late tick delays marking silent OSTs down and chain changes: say so.
+        if (now - next_tick > 5 * static_cast<int64_t>(options_.tick_ms) && now - next_tick > 2000)
+          LOG_WARN("mds: the periodic check runs {} ms late", now - next_tick);
         jobs.push_front(std::make_unique<TickJob>(nullptr));
-        next_tick = NowMs() + options_.tick_ms;
+        next_tick = now + options_.tick_ms;
       }
       if (jobs.empty())
         continue;

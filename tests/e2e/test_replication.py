@@ -57,7 +57,20 @@ class ReplicationTest(unittest.TestCase):
         out = ciuic("cluster", "status", self.cdir, env=self.env).stdout
         m = re.search(r"chains: (\d+) \((\d+) degraded", out)
         self.assertIsNotNone(m, out)
-        return int(m.group(2)), out
+        return int(m.group(2)), out + self.log_tails()
+
+    def log_tails(self, lines=40):
+        # What the servers said last: the MDS's ticks (chain changes, OSTs down) and the OSSes'
+        # resyncs, so a failure here can be read after the cluster directory is gone.
+        out = ""
+        logs = os.path.join(self.cdir, "logs")
+        for name in sorted(os.listdir(logs)) if os.path.isdir(logs) else []:
+            if not name.endswith(".log"):
+                continue
+            with open(os.path.join(logs, name), errors="replace") as f:
+                tail = f.readlines()[-lines:]
+            out += "\n--- %s (last %d lines)\n%s" % (name, len(tail), "".join(tail))
+        return out
 
     def test_an_oss_killed_and_back_catches_up(self):
         src = os.path.join(self.tmp, "data.bin")
