@@ -341,8 +341,11 @@ bool MetaService::Enqueue(std::unique_ptr<Job> job) {
     RunGroup(one);
     lock.lock();
     group_running_ = false;
-    if (!queue_.empty() || stopping_)
-      q_cv_.notify_all();
+    // Always: the writer may be waiting for this group to end before its periodic check. With
+    // the notify only for a non-empty queue, a writer that woke for its tick during an inline
+    // mutation slept on while every later mutation also ran inline: no tick, so no OST was
+    // marked down and no chain member caught up, until a mutation happened to queue.
+    q_cv_.notify_all();
     return true;
   }
   queue_.push_back(std::move(job));
