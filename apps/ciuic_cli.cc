@@ -1003,6 +1003,10 @@ int Main(int argc, char** argv) {
                      "none (saved in cluster.conf; default none)");
   up_cmd->add_option("--node-cache-size", up.node_cache_size,
                      "size cap of the node cache, e.g. 20G (saved; 8G)");
+  up_cmd
+      ->add_option("--node-cache-min-free", up.node_cache_min_free,
+                   "% of the node cache's device always left free (saved; 10)")
+      ->check(CLI::Range(0.0, 99.0));
   up_cmd->add_option("--hsm-high", up.hsm_high, "HSM high watermark, % of OST space (saved; 90)")
       ->check(CLI::Range(0.0, 100.0));
   up_cmd->add_option("--hsm-low", up.hsm_low, "HSM low watermark, % of OST space (saved; 80)")
@@ -1239,13 +1243,15 @@ int Main(int argc, char** argv) {
   auto cache_options = [&] {
     std::string dir;
     uint64_t bytes = 0;
+    double min_free = -1;
     if (auto path = FindClusterFile(g_cluster_file); path.ok()) {
       if (auto cf = ClusterFile::Load(*path); cf.ok()) {
         dir = cf->node_cache;
         bytes = cf->node_cache_bytes;
+        min_free = cf->node_cache_min_free_pct;
       }
     }
-    return client::ResolveNodeCache("", 0, dir, bytes);
+    return client::ResolveNodeCache("", 0, dir, bytes, -1, min_free);
   };
   cache->add_subcommand("status", "the cache's directory, what it holds and its device's space")
       ->callback([&] { rc = CmdCacheStatus(cache_options()); });

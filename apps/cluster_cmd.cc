@@ -452,7 +452,7 @@ int ClusterUp(const ClusterUpOptions& o) {
     }
   }
 
-  if (!o.node_cache.empty() || !o.node_cache_size.empty()) {
+  if (!o.node_cache.empty() || !o.node_cache_size.empty() || o.node_cache_min_free >= 0) {
     if (!o.node_cache.empty()) {
       cf.node_cache = o.node_cache == "none" || o.node_cache == "off"
                           ? std::string()
@@ -466,6 +466,8 @@ int ClusterUp(const ClusterUpOptions& o) {
       }
       cf.node_cache_bytes = *n;
     }
+    if (o.node_cache_min_free >= 0)
+      cf.node_cache_min_free_pct = o.node_cache_min_free;
     if (auto s = cf.Save(conf); !s.ok()) {
       Fail(s.message());
       return 1;

@@ -36,6 +36,7 @@ struct ClusterUpOptions {
   // keeps it (default 8 GiB).
   std::string node_cache;
   std::string node_cache_size;
+  double node_cache_min_free = -1;  // percent; negative: unchanged
 };
 
 // Each returns the process exit code and prints one clear line on failure.

@@ -89,9 +89,12 @@ struct ClientOptions {
   // (`ciuic cluster up --node-cache DIR`), else none; "none" turns it off. A directory that
   // cannot be used is logged once and the client runs without it.
   std::string node_cache_dir;
-  // Its size cap in bytes; 0: $CIUIC_NODE_CACHE_BYTES, else the cluster file's, else 8 GiB. At
-  // least 10 % of the cache device is always left free.
+  // Its size cap in bytes; 0: $CIUIC_NODE_CACHE_BYTES, else the cluster file's, else 8 GiB.
   uint64_t node_cache_bytes = 0;
+  // The share of the cache device always left free, in percent: while the device has less, the
+  // cache empties itself and stores nothing. Negative: $CIUIC_NODE_CACHE_MIN_FREE, else the
+  // cluster file's `node_cache_min_free`, else 10.
+  double node_cache_min_free_pct = -1;
 };
 
 // Memory shared with the OSSes on this host (a sealed memfd, docs/formats/shm-register.md).

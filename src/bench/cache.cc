@@ -90,6 +90,9 @@ Result<std::unique_ptr<Client>> Connect(const CacheOptions& o, const std::string
   co.cluster_file = o.cluster_file;
   co.node_cache_dir = cache_dir;
   co.node_cache_bytes = o.size * 2 + (64u << 20);
+  // The cache's size cap bounds what it takes; its free share is not measured here, and a
+  // device under it (a full build machine) would empty the cache at every look.
+  co.node_cache_min_free_pct = 0;
   return Client::Connect(co);
 }
 
@@ -168,10 +171,12 @@ Status RunEpochs(const CacheOptions& o,
   co.cluster_file = o.cluster_file;
   co.node_cache_dir = cache_dir;
   co.node_cache_bytes = per_file * files.size() / 2;
+  co.node_cache_min_free_pct = 0;  // as Connect's
   CIUIC_ASSIGN_OR_RETURN(auto client, Client::Connect(co));
   client::NodeCacheOptions no;
   no.dir = cache_dir;
   no.max_bytes = co.node_cache_bytes;
+  no.min_free_ratio = 0;
   CIUIC_ASSIGN_OR_RETURN(auto counters, client::NodeCache::Open(no));
   auto order_of = [&](int epoch) {
     std::vector<size_t> order(files.size());

@@ -114,8 +114,10 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
 }
 
 void ClientCore::OpenNodeCache() {
-  const NodeCacheOptions o = ResolveNodeCache(options_.node_cache_dir, options_.node_cache_bytes,
-                                              cluster_.node_cache, cluster_.node_cache_bytes);
+  const NodeCacheOptions o =
+      ResolveNodeCache(options_.node_cache_dir, options_.node_cache_bytes, cluster_.node_cache,
+                       cluster_.node_cache_bytes, options_.node_cache_min_free_pct,
+                       cluster_.node_cache_min_free_pct);
   if (o.dir.empty())
     return;
   Result<std::unique_ptr<NodeCache>> c = NodeCache::Open(o);

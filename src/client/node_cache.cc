@@ -119,7 +119,9 @@ enum CounterField { kHits, kHitBytes, kFills, kFillBytes, kCorrupt, kEvictedByte
 NodeCacheOptions ResolveNodeCache(const std::string& dir,
                                   uint64_t bytes,
                                   const std::string& cluster_dir,
-                                  uint64_t cluster_bytes) {
+                                  uint64_t cluster_bytes,
+                                  double min_free_pct,
+                                  double cluster_min_free_pct) {
   NodeCacheOptions o;
   const char* env = std::getenv("CIUIC_NODE_CACHE");
   o.dir = !dir.empty() ? dir : (env != nullptr && *env != '\0') ? std::string(env) : cluster_dir;
@@ -134,6 +136,20 @@ NodeCacheOptions ResolveNodeCache(const std::string& dir,
     o.max_bytes = cluster_bytes;
   if (o.max_bytes == 0)
     o.max_bytes = uint64_t{8} << 30;
+  double pct = min_free_pct;
+  if (const char* e = std::getenv("CIUIC_NODE_CACHE_MIN_FREE"); pct < 0 && e != nullptr && *e) {
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    if (*end == '\0' && v >= 0 && v < 100)
+      pct = v;
+    else
+      LOG_WARN("client: CIUIC_NODE_CACHE_MIN_FREE='{}' is not a percentage in [0, 100); ignored",
+               e);
+  }
+  if (pct < 0)
+    pct = cluster_min_free_pct;
+  if (pct >= 0 && pct < 100)
+    o.min_free_ratio = pct / 100.0;
   return o;
 }
 
@@ -418,16 +434,16 @@ Status NodeCache::Put(
   // Room first: a cache over its size, or a device under its free ratio (looked at every 16th
   // put), evicts before it grows.
   const uint64_t file_bytes = kHeader + 4 * Slices(len) + len;
+  // A device that others filled under the free ratio (the cache emptied and it still was): no
+  // puts for a second, rather than storing blocks only to evict them all at the next look.
+  if (MonoMillis() < low_until_ms_.load()) {
+    Count(kPutFailures, 1);
+    return Status::NoSpace(
+        fmt::format("node cache {}: the device is under its free share", options_.dir));
+  }
   bool evict =
       UsedBytes() + file_bytes > options_.max_bytes ||
       since_scan_.load() >= std::min<uint64_t>(options_.max_bytes / 8, uint64_t{256} << 20);
-  if (!evict && puts_.fetch_add(1) % 16 == 0) {
-    struct statvfs vfs;
-    evict = ::statvfs(options_.dir.c_str(), &vfs) == 0 &&
-            static_cast<double>(vfs.f_bavail) * vfs.f_frsize <
-                options_.min_free_ratio * static_cast<double>(vfs.f_blocks) * vfs.f_frsize +
-                    static_cast<double>(file_bytes);
-  }
   auto make_room = [&] {
     Result<uint64_t> ev = Evict(options_.max_bytes > file_bytes
                                     ? options_.max_bytes - file_bytes - options_.max_bytes / 16
@@ -437,8 +453,28 @@ Status NodeCache::Put(
       Complain(ev.status().message());
     return ev.status();
   };
-  if (evict)
+  auto device_low = [&] {
+    struct statvfs vfs;
+    return ::statvfs(options_.dir.c_str(), &vfs) == 0 &&
+           static_cast<double>(vfs.f_bavail) * vfs.f_frsize <
+               options_.min_free_ratio * static_cast<double>(vfs.f_blocks) * vfs.f_frsize +
+                   static_cast<double>(file_bytes);
+  };
+  if (!evict && puts_.fetch_add(1) % 16 == 0)
+    evict = device_low();
+  if (evict) {
     CIUIC_RETURN_IF_ERROR(make_room());
+    if (options_.min_free_ratio > 0 && device_low()) {
+      low_until_ms_.store(MonoMillis() + 1000);
+      Count(kPutFailures, 1);
+      Status st = Status::NoSpace(fmt::format(
+          "node cache {}: the device has less than {:.0f} % free even with the cache emptied; "
+          "not caching (reads go to the OSTs)",
+          options_.dir, options_.min_free_ratio * 100));
+      Complain(st.message());
+      return st;
+    }
+  }
   const std::string dir = FidDir(fid);
   const std::string path = BlockPath(fid, data_version, index);
   std::vector<uint8_t> meta(kHeader + 4 * Slices(len));

@@ -44,10 +44,14 @@ struct NodeCacheOptions {
 // The node cache a client uses: `dir` (ClientOptions::node_cache_dir), else $CIUIC_NODE_CACHE,
 // else the cluster file's node_cache; "none" or "off" at any step means none (dir empty). The
 // size: `bytes`, else $CIUIC_NODE_CACHE_BYTES, else the cluster file's, else 8 GiB.
+// The free share of the device (percent): `min_free_pct` if not negative, else
+// $CIUIC_NODE_CACHE_MIN_FREE, else the cluster file's, else 10.
 NodeCacheOptions ResolveNodeCache(const std::string& dir,
                                   uint64_t bytes,
                                   const std::string& cluster_dir,
-                                  uint64_t cluster_bytes);
+                                  uint64_t cluster_bytes,
+                                  double min_free_pct = -1,
+                                  double cluster_min_free_pct = -1);
 
 // Counters of every process that used the cache directory since it was made (DIR/stats, shared
 // memory; docs/formats/node-cache.md).
@@ -233,6 +237,7 @@ class NodeCache {
   void SortForEviction(std::vector<ScanEntry>* entries);
   std::atomic<uint64_t> tmp_seq_{0};
   std::atomic<uint64_t> puts_{0};
+  std::atomic<int64_t> low_until_ms_{0};  // MonoMillis before which puts are refused
   std::mutex scan_mu_;
   std::mutex complain_mu_;
   int64_t last_complaint_ms_ = 0;

@@ -293,5 +293,44 @@ TEST_F(NodeCacheTest, AMissingDeviceIsAMissNeverAFailedRead) {
   EXPECT_FALSE(NodeCache::Open(o).ok());
 }
 
+TEST_F(NodeCacheTest, ADeviceUnderItsFreeShareEmptiesTheCacheAndStoresNothing) {
+  std::vector<uint8_t> data = Bytes(8192, 7);
+  {
+    auto c = Open();
+    for (uint64_t i = 0; i < 4; ++i)
+      ASSERT_TRUE(c->Put(fid_, 1, i, data.data(), data.size()).ok());
+  }
+  // No device is 99.9 % free: the first put empties the cache, stores nothing, and says why;
+  // the next puts within a second are refused without another look at the device.
+  NodeCacheOptions o;
+  o.dir = dir_;
+  o.min_free_ratio = 0.999;
+  auto c = NodeCache::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Status st = (*c)->Put(fid_, 1, 9, data.data(), data.size());
+  EXPECT_EQ(st.code(), StatusCode::kNoSpace) << st.ToString();
+  EXPECT_NE(st.message().find("not caching"), std::string::npos) << st.message();
+  EXPECT_TRUE(Files().empty());
+  EXPECT_EQ((*c)->Put(fid_, 1, 10, data.data(), data.size()).code(), StatusCode::kNoSpace);
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  EXPECT_EQ((*c)->Get(fid_, 1, 0, got.data()).status().code(), StatusCode::kNotFound);
+  auto stats = (*c)->Stats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->counters.put_failures, 2u);
+  EXPECT_EQ(stats->blocks, 0u);
+}
+
+TEST_F(NodeCacheTest, TheFreeShareComesFromTheCallerTheEnvironmentOrTheClusterFile) {
+  ::unsetenv("CIUIC_NODE_CACHE_MIN_FREE");
+  EXPECT_DOUBLE_EQ(ResolveNodeCache(dir_, 0, "", 0).min_free_ratio, 0.10);
+  EXPECT_DOUBLE_EQ(ResolveNodeCache(dir_, 0, "", 0, -1, 25).min_free_ratio, 0.25);
+  ::setenv("CIUIC_NODE_CACHE_MIN_FREE", "5", 1);
+  EXPECT_DOUBLE_EQ(ResolveNodeCache(dir_, 0, "", 0, -1, 25).min_free_ratio, 0.05);
+  EXPECT_DOUBLE_EQ(ResolveNodeCache(dir_, 0, "", 0, 0, 25).min_free_ratio, 0.0);
+  ::setenv("CIUIC_NODE_CACHE_MIN_FREE", "120", 1);  // not a percentage: ignored, logged
+  EXPECT_DOUBLE_EQ(ResolveNodeCache(dir_, 0, "", 0, -1, 25).min_free_ratio, 0.25);
+  ::unsetenv("CIUIC_NODE_CACHE_MIN_FREE");
+}
+
 }  // namespace
 }  // namespace ciuic::client

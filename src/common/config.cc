@@ -104,6 +104,15 @@ Result<ClusterFile> ClusterFile::Parse(std::string_view text, const std::string&
             fmt::format("{}:{}: bad node_cache_bytes '{}'", name, lineno, val));
       }
       cf.node_cache_bytes = *n;
+    } else if (key == "node_cache_min_free") {
+      char* end = nullptr;
+      const double v = std::strtod(val.c_str(), &end);
+      if (val.empty() || end == nullptr || *end != '\0' || !(v >= 0 && v < 100)) {
+        return Status::InvalidArgument(
+            fmt::format("{}:{}: bad node_cache_min_free '{}': want a percentage in [0, 100)", name,
+                        lineno, val));
+      }
+      cf.node_cache_min_free_pct = v;
     }
     // Unknown keys are ignored so newer files stay readable.
   }
@@ -131,6 +140,8 @@ Status ClusterFile::Save(const std::string& path) const {
     if (!node_cache.empty()) {
       out << "node_cache = " << node_cache << "\n"
           << "node_cache_bytes = " << node_cache_bytes << "\n";
+      if (node_cache_min_free_pct >= 0)
+        out << "node_cache_min_free = " << node_cache_min_free_pct << "\n";
     }
     if (!out.flush())
       return Status::IoError(fmt::format("cannot write {}", tmp));

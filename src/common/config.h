@@ -29,6 +29,8 @@ struct ClusterFile {
   // --node-cache`; ClientOptions and $CIUIC_NODE_CACHE override it.
   std::string node_cache;
   uint64_t node_cache_bytes = 0;
+  // The share of the cache device always left free, in percent; negative: the default (10).
+  double node_cache_min_free_pct = -1;
 
   // Reads and validates `path`. kNotFound if missing, kInvalidArgument if malformed.
   static Result<ClusterFile> Load(const std::string& path);

@@ -75,12 +75,18 @@ TEST(ClusterFileTest, NodeCacheKeysAreOptionalAndChecked) {
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->node_cache.empty());
   EXPECT_EQ(none->node_cache_bytes, 0u);
-  auto some = ClusterFile::Parse(rest + "node_cache = /nvme/c\nnode_cache_bytes = 2G\n", "cf");
+  EXPECT_LT(none->node_cache_min_free_pct, 0);
+  auto some = ClusterFile::Parse(
+      rest + "node_cache = /nvme/c\nnode_cache_bytes = 2G\nnode_cache_min_free = 2.5\n", "cf");
   ASSERT_TRUE(some.ok()) << some.status().ToString();
   EXPECT_EQ(some->node_cache, "/nvme/c");
   EXPECT_EQ(some->node_cache_bytes, uint64_t{2} << 30);
   EXPECT_EQ(ClusterFile::Parse(rest + "node_cache_bytes = lots\n", "cf").status().code(),
             StatusCode::kInvalidArgument);
+  for (const char* bad : {"-1", "100", "ten", "5%", ""}) {
+    auto r = ClusterFile::Parse(rest + "node_cache_min_free = " + bad + "\n", "cf");
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
   // Saved and loaded back.
   char tmpl[] = "/tmp/ciuic-cf-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -90,6 +96,7 @@ TEST(ClusterFileTest, NodeCacheKeysAreOptionalAndChecked) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->node_cache, "/nvme/c");
   EXPECT_EQ(back->node_cache_bytes, uint64_t{2} << 30);
+  EXPECT_DOUBLE_EQ(back->node_cache_min_free_pct, 2.5);
   unlink(path.c_str());
   rmdir(tmpl);
 }

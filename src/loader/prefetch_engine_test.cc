@@ -308,6 +308,7 @@ TEST(PrefetchEngineTest, ResolvedSourcesReadThroughTheNodeCacheAtTheirDataVersio
   const std::string cache_dir = tmpl;
   ClientOptions co;
   co.node_cache_dir = cache_dir;
+  co.node_cache_min_free_pct = 0;  // a build machine's full disk must not empty it
   std::shared_ptr<Client> writer(cluster->NewClient().value());
   std::vector<std::string> sources;
   std::vector<SampleRef> order;

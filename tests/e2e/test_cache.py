@@ -36,7 +36,10 @@ class NodeCacheTest(unittest.TestCase):
         cls.env = dict(os.environ, CIUIC_CLUSTER=os.path.join(cls.cdir, "cluster.conf"))
         cls.env.pop("CIUIC_NODE_CACHE", None)
         ciuic("cluster", "up", cls.cdir, "--oss", "2", "--node-cache", cls.cache,
-              "--node-cache-size", "1G", "--timeout", "60", env=cls.env)
+              "--node-cache-size", "1G",
+              # Single flight is counted below: a build machine's disk under the default free
+              # share would empty the cache at each look.
+              "--node-cache-min-free", "0", "--timeout", "60", env=cls.env)
         cls.src = os.path.join(cls.tmp, "data.bin")
         with open(cls.src, "wb") as f:
             f.write(os.urandom((6 << 20) + 12345))
@@ -75,6 +78,7 @@ class NodeCacheTest(unittest.TestCase):
         self.assertIn("warmed 1 of 1 files", out)
         status = ciuic("cache", "status", env=self.env).stdout
         self.assertIn(self.cache, status)
+        self.assertIn("at least 0% is kept free", status)  # cluster up's --node-cache-min-free
         self.assertRegex(status, r"in 7 blocks")
         before = self.ost_read_bytes()
         self.get("second read")
@@ -126,6 +130,10 @@ class NodeCacheTest(unittest.TestCase):
                   check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("--node-cache-size", r.stderr)
+        r = ciuic("cluster", "up", self.cdir, "--node-cache-min-free", "100", env=self.env,
+                  check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--node-cache-min-free", r.stderr)
 
 
 if __name__ == "__main__":
