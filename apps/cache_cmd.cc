@@ -48,12 +48,14 @@ int CmdCacheStatus(const client::NodeCacheOptions& o) {
   const uint64_t reads = k.hits + k.fills;
   fmt::print(
       "since it was made, all processes: {} hits ({}), {} blocks fetched from the OSTs ({}){}, "
-      "{} corrupt blocks removed, {} evicted, {} failed stores\n",
+      "{} blocks written through ({}), {} corrupt blocks removed, {} evicted, {} failed "
+      "stores\n",
       k.hits, FormatSize(k.hit_bytes), k.fills, FormatSize(k.fill_bytes),
       reads == 0 ? std::string()
                  : fmt::format("; hit ratio {:.1f}%",
                                100.0 * static_cast<double>(k.hits) / static_cast<double>(reads)),
-      k.corrupt, FormatSize(k.evicted_bytes), k.put_failures);
+      k.written, FormatSize(k.written_bytes), k.corrupt, FormatSize(k.evicted_bytes),
+      k.put_failures);
   if (st->device_total > 0) {
     fmt::print("device: {} free of {} ({:.0f}% free; at least {:.0f}% is kept free)\n",
                FormatSize(st->device_free), FormatSize(st->device_total),

@@ -742,11 +742,20 @@ class CiuicDataLoader:
             paths = [ds.sources[int(i)] for i in src[first]]
             self._restore = _RestoreAhead(ds.client, paths, self.restore_ahead,
                                           self.restore_distance, first)
+        nxt = {}
+        if ds.resolved is not None and ds.client.has_node_cache():
+            # The next epoch's order (deterministic from the seed) follows this one's in the
+            # node cache's plan: what it reads first stays cached past the end of this epoch.
+            order = epoch_order(ds, self.epoch + 1, self.seed, self.shuffle,
+                                self.locality_window)
+            n_idx = split_for_rank(order, 0, self.rank, self.world_size)
+            nxt = dict(next_source=ds.source[n_idx], next_offset=ds.offset[n_idx],
+                       next_length=ds.length[n_idx])
         engine = _ciuic.PrefetchEngine(
             ds.client, ds.sources, ds.source[idx], ds.offset[idx], ds.length[idx],
             budget_bytes=budget, max_inflight=self.io_depth,
             opener_threads=self.opener_threads, keep_sources_open=ds.keep_sources_open,
-            resolved=ds.resolved, pool=self._buffers)
+            resolved=ds.resolved, pool=self._buffers, **nxt)
         self._engine = engine
         labels = ds.labels[idx]
         _keep_freed_memory()

@@ -3,8 +3,10 @@
 
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -247,6 +249,77 @@ TEST_F(CheckpointTest, WriteConvertedWritesHalves) {
   NarrowFloat32(w.data(), want.data(), w.size(), HalfKind::kFloat16);
   EXPECT_EQ(got, want);
   ASSERT_TRUE((*f)->Close().ok());
+}
+
+// N ranks of one machine loading one checkpoint through the node cache reach the OSTs once for
+// each block (single flight, issue 16), proven by the OSSes' read counters; and a checkpoint
+// saved on the machine loads from the cache without the OSTs (write-through).
+TEST_F(CheckpointTest, RanksOfOneMachineLoadThroughTheNodeCacheOnce) {
+  char tmpl[] = "/tmp/ciuic-ckpt-cache-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ClientOptions co;
+  co.node_cache_dir = dir;
+  co.node_cache_min_free_pct = 0;
+  const std::vector<float> w = RandomFloats(1536 * 1024 + 5, 9);  // 6 MiB and a bit
+  const std::vector<float> w2 = RandomFloats(w.size(), 10);
+  SaveOptions o;
+  o.chunk_bytes = 1 << 20;
+  const auto spec = [&](const std::vector<float>& v) {
+    return std::vector<TensorToSave>{
+        Spec("w", "float32", {static_cast<int64_t>(v.size())}, v.data())};
+  };
+  ASSERT_TRUE(Save(*client_, "/ckc/a", spec(w), o).ok());  // saved elsewhere: no cache
+  auto m = ReadManifest(*client_, "/ckc");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto file_size = [&](const Manifest& man) {
+    auto st = client_->Stat(man.dir + "/" + man.Find("w")->shards.at(0).file);
+    EXPECT_TRUE(st.ok());
+    return st.ok() ? st->size : 0;
+  };
+  const uint64_t size = file_size(*m);
+  constexpr int kRanks = 4;
+  std::vector<std::unique_ptr<Client>> ranks;
+  for (int i = 0; i < kRanks; ++i) {
+    auto c = cluster_->NewClient(co);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ranks.push_back(std::move(c).value());
+  }
+  std::vector<std::vector<float>> got(kRanks, std::vector<float>(w.size()));
+  std::vector<Status> sts(kRanks);
+  const uint64_t before = cluster_->OstReadBytes();
+  {
+    std::vector<std::thread> ts;
+    for (int i = 0; i < kRanks; ++i) {
+      ts.emplace_back([&, i] {
+        sts[i] = Load(*ranks[i], *m, {{"w", got[i].data(), got[i].size() * 4}});
+      });
+    }
+    for (auto& t : ts)
+      t.join();
+  }
+  for (int i = 0; i < kRanks; ++i) {
+    ASSERT_TRUE(sts[i].ok()) << sts[i].ToString();
+    EXPECT_EQ(got[i], w) << "rank " << i;
+  }
+  const uint64_t read = cluster_->OstReadBytes() - before;
+  EXPECT_GE(read, size);
+  EXPECT_LE(read, size * 11 / 10) << kRanks << " ranks read " << read << " of " << size;
+
+  // Saved on this machine: loaded with no byte from the OSTs.
+  auto saver = cluster_->NewClient(co);
+  ASSERT_TRUE(saver.ok());
+  ASSERT_TRUE(Save(**saver, "/ckc/b", spec(w2), o).ok());
+  auto m2 = ReadManifest(*client_, "/ckc");
+  ASSERT_TRUE(m2.ok());
+  ASSERT_EQ(m2->dir, "/ckc/b");
+  const uint64_t mid = cluster_->OstReadBytes();
+  std::vector<float> back(w2.size());
+  ASSERT_TRUE(Load(*ranks[0], *m2, {{"w", back.data(), back.size() * 4}}).ok());
+  EXPECT_EQ(back, w2);
+  EXPECT_EQ(cluster_->OstReadBytes(), mid);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace

@@ -41,8 +41,29 @@ OpenFile::OpenFile(std::shared_ptr<ClientCore> core,
       options_(options),
       wb_cap_(core_->options().write_buffer_bytes),
       ra_(options.random_access ? 0 : core_->options().readahead_bytes, kRaChunk, kRaDirectMin) {
-  std::lock_guard<std::mutex> lock(node_->mu);
-  seen_data_version_ = node_->data_version;
+  {
+    std::lock_guard<std::mutex> lock(node_->mu);
+    seen_data_version_ = node_->data_version;
+  }
+  opened_version_ = seen_data_version_;
+  if (writable() && core_->node_cache() != nullptr && !options_.no_node_cache)
+    stage_ = core_->node_cache()->StageWrites(node_->fid);
+}
+
+void OpenFile::StageWrite(const uint8_t* src, size_t len, uint64_t offset) {
+  std::shared_ptr<NodeCache::WriteStage> stage;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stage = stage_;
+  }
+  if (stage)
+    stage->Write(src, len, offset);
+}
+
+void OpenFile::DropStage() {
+  std::shared_ptr<NodeCache::WriteStage> stage;
+  std::lock_guard<std::mutex> lock(mu_);
+  stage = std::move(stage_);
 }
 
 OpenFile::~OpenFile() = default;
@@ -440,6 +461,7 @@ Result<size_t> OpenFile::Pwrite(const void* buf, size_t len, uint64_t offset) {
     return Status::InvalidArgument(fmt::format("{}: write past the largest file size", path_));
   }
   const auto* src = static_cast<const uint8_t*>(buf);
+  StageWrite(src, len, offset);
   if (wb_cap_ > 0 && len <= kSmallWriteMax && len <= wb_cap_ / 2) {
     FlushOthers(offset, len);
     std::lock_guard<std::mutex> lock(wb_mu_);
@@ -494,6 +516,7 @@ void OpenFile::PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallb
     PostCompletion(std::move(cb), st.ok() ? Result<size_t>(size_t{0}) : Result<size_t>(st));
     return;
   }
+  StageWrite(static_cast<const uint8_t*>(buf), len, offset);
   if (!node_->FlushOverlapping(offset, len, false)) {
     auto self = shared_from_this();
     auto shared_cb = std::make_shared<IoCallback>(std::move(cb));
@@ -702,6 +725,7 @@ Status OpenFile::Truncate(uint64_t size) {
   WaitOps(true);
   CIUIC_RETURN_IF_ERROR(LatchedError());
   DropReadahead();
+  DropStage();  // the staged blocks no longer say what the file holds
   RangeLock::Ticket t = node_->ranges.AcquireBlocking(0, UINT64_MAX, true);
   Status st = TruncateNode(core_.get(), node_.get(), size);
   node_->ranges.Release(t);
@@ -713,6 +737,7 @@ Status OpenFile::Allocate(uint64_t offset, uint64_t len, bool keep_size) {
   if (len == 0 || offset > kMaxFileSize || len > kMaxFileSize - offset) {
     return Status::InvalidArgument(fmt::format("{}: bad allocation range", path_));
   }
+  DropStage();
   FlushBuffer(true);
   WaitOps(true);
   CIUIC_RETURN_IF_ERROR(PublishSize(core_.get(), node_.get(), false).WithContext(path_));
@@ -769,9 +794,11 @@ Status OpenFile::Close() {
   DropReadahead();
   Status st = LatchedError();
   bool wrote;
+  std::shared_ptr<NodeCache::WriteStage> stage;
   {
     std::lock_guard<std::mutex> lock(mu_);
     wrote = wrote_;
+    stage = std::move(stage_);
   }
   if (wrote) {
     Status s = PublishSize(core_.get(), node_.get(), false);
@@ -783,10 +810,27 @@ Status OpenFile::Close() {
     net::ToPb(node_->fid, req.mutable_fid());
     req.set_open_id(open_id_);
     req.set_wrote(wrote);
+    // Write-through: the MDS says whether this handle's writes are all the file's changes
+    // since its open, and the data version they make (docs/design.md "Node cache").
+    const bool ask = stage != nullptr && wrote && st.ok() && stage->staged() > 0;
+    if (ask) {
+      req.set_check_sole(true);
+      req.set_opened_version(opened_version_);
+    }
     pb::CloseResp resp;
     Status s = core_->Mds(net::MsgType::kClose, &req, &resp, true);
-    if (!s.ok() && s.IsRetryable() && s.code() != StatusCode::kAborted)
+    if (!s.ok() && s.IsRetryable() && s.code() != StatusCode::kAborted) {
+      req.set_check_sole(false);
       core_->DeferClose(req);  // the MDS was out of reach: it gets the close later
+    }
+    if (ask && s.ok() && resp.sole_version() != 0) {
+      uint64_t size;
+      {
+        std::lock_guard<std::mutex> lock(node_->mu);
+        size = node_->size;
+      }
+      stage->Commit(resp.sole_version(), size);
+    }
     if (st.ok())
       st = s;
   }

@@ -165,6 +165,9 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   // the node cache, filling the blocks it misses from the OSTs (blocking).
   Result<size_t> ReadViaNodeCache(
       uint8_t* buf, uint64_t len, uint64_t offset, uint64_t size, uint64_t data_version);
+  // Copies written bytes into the write-through stage, when there is one.
+  void StageWrite(const uint8_t* src, size_t len, uint64_t offset);
+  void DropStage();
 
   std::shared_ptr<ClientCore> core_;
   std::shared_ptr<Node> node_;
@@ -180,6 +183,10 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   mutable std::mutex mu_;  // state below
   bool closed_ = false;
   bool wrote_ = false;
+  // Write-through (node cache): what this handle writes, staged until its close says under
+  // which data version it may be cached; dropped by a truncate or an allocation through it.
+  std::shared_ptr<NodeCache::WriteStage> stage_;
+  uint64_t opened_version_ = 0;  // the data version at open
   uint64_t pos_ = 0;
   Status error_;  // first error of an async write
   int ops_ = 0;

@@ -110,11 +110,25 @@ struct NodeCache::SharedCounters {
   // the cache needs no scan to know it. `used_valid` is 1 once a scan set it.
   std::atomic<uint64_t> used;
   std::atomic<uint64_t> used_valid;
+  std::atomic<uint64_t> written;  // kWritten, kWrittenBytes
+  std::atomic<uint64_t> written_bytes;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
-enum CounterField { kHits, kHitBytes, kFills, kFillBytes, kCorrupt, kEvictedBytes, kPutFailures };
+// The counters of NodeCacheCounters, in order. kWritten and kWrittenBytes came later and lie
+// after `used_valid` (a 4 KiB page, zero where never written).
+enum CounterField {
+  kHits,
+  kHitBytes,
+  kFills,
+  kFillBytes,
+  kCorrupt,
+  kEvictedBytes,
+  kPutFailures,
+  kWritten,
+  kWrittenBytes
+};
 
 NodeCacheOptions ResolveNodeCache(const std::string& dir,
                                   uint64_t bytes,
@@ -224,8 +238,12 @@ uint64_t NodeCache::UsedBytes() const {
 
 void NodeCache::Count(size_t field, uint64_t n) {
   static_assert(sizeof(SharedCounters) <= 4096);
-  if (shared_ != nullptr)
-    shared_->v[field].fetch_add(n, std::memory_order_relaxed);
+  if (shared_ == nullptr)
+    return;
+  std::atomic<uint64_t>* slot = field == kWritten        ? &shared_->written
+                                : field == kWrittenBytes ? &shared_->written_bytes
+                                                         : &shared_->v[field];
+  slot->fetch_add(n, std::memory_order_relaxed);
 }
 
 void NodeCache::CountFill(const Fid& fid, uint64_t data_version, uint64_t index, size_t bytes) {
@@ -427,13 +445,25 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
   return copied;
 }
 
-Status NodeCache::Put(
-    const Fid& fid, uint64_t data_version, uint64_t index, const uint8_t* data, size_t len) {
-  if (len == 0 || len > kNodeCacheBlock)
-    return Status::InvalidArgument(fmt::format("node cache: a block of {} bytes", len));
-  // Room first: a cache over its size, or a device under its free ratio (looked at every 16th
-  // put), evicts before it grows.
-  const uint64_t file_bytes = kHeader + 4 * Slices(len) + len;
+bool NodeCache::DeviceLow(uint64_t file_bytes) const {
+  struct statvfs vfs;
+  return ::statvfs(options_.dir.c_str(), &vfs) == 0 &&
+         static_cast<double>(vfs.f_bavail) * vfs.f_frsize <
+             options_.min_free_ratio * static_cast<double>(vfs.f_blocks) * vfs.f_frsize +
+                 static_cast<double>(file_bytes);
+}
+
+Status NodeCache::MakeRoom(uint64_t file_bytes) {
+  Result<uint64_t> ev = Evict(options_.max_bytes > file_bytes
+                                  ? options_.max_bytes - file_bytes - options_.max_bytes / 16
+                                  : 0,
+                              file_bytes);
+  if (!ev.ok())
+    Complain(ev.status().message());
+  return ev.status();
+}
+
+Status NodeCache::Room(uint64_t file_bytes) {
   // A device that others filled under the free ratio (the cache emptied and it still was): no
   // puts for a second, rather than storing blocks only to evict them all at the next look.
   if (MonoMillis() < low_until_ms_.load()) {
@@ -441,41 +471,58 @@ Status NodeCache::Put(
     return Status::NoSpace(
         fmt::format("node cache {}: the device is under its free share", options_.dir));
   }
+  // A cache over its size, or a device under its free ratio (looked at every 16th put), evicts
+  // before it grows.
   bool evict =
       UsedBytes() + file_bytes > options_.max_bytes ||
       since_scan_.load() >= std::min<uint64_t>(options_.max_bytes / 8, uint64_t{256} << 20);
-  auto make_room = [&] {
-    Result<uint64_t> ev = Evict(options_.max_bytes > file_bytes
-                                    ? options_.max_bytes - file_bytes - options_.max_bytes / 16
-                                    : 0,
-                                file_bytes);
-    if (!ev.ok())
-      Complain(ev.status().message());
-    return ev.status();
-  };
-  auto device_low = [&] {
-    struct statvfs vfs;
-    return ::statvfs(options_.dir.c_str(), &vfs) == 0 &&
-           static_cast<double>(vfs.f_bavail) * vfs.f_frsize <
-               options_.min_free_ratio * static_cast<double>(vfs.f_blocks) * vfs.f_frsize +
-                   static_cast<double>(file_bytes);
-  };
   if (!evict && puts_.fetch_add(1) % 16 == 0)
-    evict = device_low();
-  if (evict) {
-    CIUIC_RETURN_IF_ERROR(make_room());
-    if (options_.min_free_ratio > 0 && device_low()) {
-      low_until_ms_.store(MonoMillis() + 1000);
-      Count(kPutFailures, 1);
-      Status st = Status::NoSpace(fmt::format(
-          "node cache {}: the device has less than {:.0f} % free even with the cache emptied; "
-          "not caching (reads go to the OSTs)",
-          options_.dir, options_.min_free_ratio * 100));
-      Complain(st.message());
-      return st;
+    evict = DeviceLow(file_bytes);
+  if (!evict)
+    return Status::OK();
+  CIUIC_RETURN_IF_ERROR(MakeRoom(file_bytes));
+  if (options_.min_free_ratio > 0 && DeviceLow(file_bytes)) {
+    low_until_ms_.store(MonoMillis() + 1000);
+    Count(kPutFailures, 1);
+    Status st = Status::NoSpace(fmt::format(
+        "node cache {}: the device has less than {:.0f} % free even with the cache emptied; "
+        "not caching (reads go to the OSTs)",
+        options_.dir, options_.min_free_ratio * 100));
+    Complain(st.message());
+    return st;
+  }
+  return Status::OK();
+}
+
+int NodeCache::CreateTemp(const std::string& path, std::string* tmp) {
+  *tmp = fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), tmp_seq_.fetch_add(1));
+  int fd = ::open(tmp->c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == ENOENT) {
+    // The file's directory and its fan-out parent, but never the cache's own directories: a
+    // cache device that went away is not made again on whatever lies beneath its mount point.
+    const fs::path dir = fs::path(path).parent_path();
+    const std::string fan = dir.parent_path().string();
+    if ((::mkdir(fan.c_str(), 0700) == 0 || errno == EEXIST) &&
+        (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)) {
+      fd = ::open(tmp->c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     }
   }
-  const std::string dir = FidDir(fid);
+  return fd;
+}
+
+void NodeCache::Added(uint64_t file_bytes) {
+  used_.fetch_add(file_bytes);
+  if (shared_ != nullptr)
+    shared_->used.fetch_add(file_bytes);
+  since_scan_.fetch_add(file_bytes);
+}
+
+Status NodeCache::Put(
+    const Fid& fid, uint64_t data_version, uint64_t index, const uint8_t* data, size_t len) {
+  if (len == 0 || len > kNodeCacheBlock)
+    return Status::InvalidArgument(fmt::format("node cache: a block of {} bytes", len));
+  const uint64_t file_bytes = kHeader + 4 * Slices(len) + len;
+  CIUIC_RETURN_IF_ERROR(Room(file_bytes));
   const std::string path = BlockPath(fid, data_version, index);
   std::vector<uint8_t> meta(kHeader + 4 * Slices(len));
   Header h{fid, data_version, index, static_cast<uint32_t>(len)};
@@ -486,18 +533,8 @@ Status NodeCache::Put(
   }
   // Writes the block under a temporary name and renames it into place; 0 or an errno.
   auto write_once = [&]() -> int {
-    const std::string tmp =
-        fmt::format("{}.tmp.{}.{}", path, static_cast<long>(::getpid()), tmp_seq_.fetch_add(1));
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == ENOENT) {
-      // The file's directory and its fan-out parent, but never the cache's own directories: a
-      // cache device that went away is not made again on whatever lies beneath its mount point.
-      const std::string fan = fs::path(dir).parent_path().string();
-      if ((::mkdir(fan.c_str(), 0700) == 0 || errno == EEXIST) &&
-          (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)) {
-        fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-      }
-    }
+    std::string tmp;
+    const int fd = CreateTemp(path, &tmp);
     if (fd < 0)
       return errno;
     iovec iov[2] = {{meta.data(), meta.size()}, {const_cast<uint8_t*>(data), len}};
@@ -519,7 +556,7 @@ Status NodeCache::Put(
   if (err == ENOSPC || err == EDQUOT) {
     // The device filled up under us (other users of it, or other processes' puts): evict down
     // to the free ratio and try once more.
-    if (make_room().ok())
+    if (MakeRoom(file_bytes).ok())
       err = write_once();
   }
   if (err != 0) {
@@ -528,11 +565,151 @@ Status NodeCache::Put(
     Complain(st.message());
     return st;
   }
-  used_.fetch_add(file_bytes);
-  if (shared_ != nullptr)
-    shared_->used.fetch_add(file_bytes);
-  since_scan_.fetch_add(file_bytes);
+  Added(file_bytes);
   return Status::OK();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Write-through
+
+std::unique_ptr<NodeCache::WriteStage> NodeCache::StageWrites(const Fid& fid) {
+  return std::unique_ptr<WriteStage>(new WriteStage(this, fid, options_.max_bytes / 2));
+}
+
+NodeCache::WriteStage::~WriteStage() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [index, b] : blocks_)
+    DropBlock(&b);
+}
+
+void NodeCache::WriteStage::DropBlock(Block* b) {
+  if (b->fd >= 0) {
+    ::close(b->fd);
+    ::unlink(b->tmp.c_str());
+    b->fd = -1;
+  }
+}
+
+uint64_t NodeCache::WriteStage::staged() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return staged_;
+}
+
+void NodeCache::WriteStage::Write(const uint8_t* data, size_t len, uint64_t offset) {
+  // A staged block keeps its data where a whole block's data lies in a block file, so a whole
+  // block needs only its header and CRCs written in front at commit.
+  constexpr uint64_t kDataAt = kHeader + 4 * kMaxSlices;
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t pos = offset + done;
+    const uint64_t index = pos / kNodeCacheBlock;
+    const uint64_t in = pos - index * kNodeCacheBlock;
+    const uint64_t n = std::min<uint64_t>(len - done, kNodeCacheBlock - in);
+    const uint8_t* src = data + done;
+    done += n;
+    if (skipped_.count(index) != 0)
+      continue;
+    auto it = blocks_.find(index);
+    if (it == blocks_.end()) {
+      // A new block: within the budget, and not on a device under its free share (looked at
+      // every 16th block).
+      if (staged_ + kNodeCacheBlock > budget_ || MonoMillis() < cache_->low_until_ms_.load() ||
+          (blocks_.size() % 16 == 0 && cache_->options_.min_free_ratio > 0 &&
+           cache_->DeviceLow(kNodeCacheBlock))) {
+        skipped_.insert(index);
+        continue;
+      }
+      Block b;
+      // Named after the block at data version 0 (no file has it): a scan skips it while this
+      // process lives and removes it once it is gone.
+      b.fd = cache_->CreateTemp(cache_->BlockPath(fid_, 0, index), &b.tmp);
+      if (b.fd < 0) {
+        cache_->Complain(fmt::format("staging a written block of {} in {}: {}", fid_.ToString(),
+                                     cache_->options_.dir, std::strerror(errno)));
+        skipped_.insert(index);
+        continue;
+      }
+      it = blocks_.emplace(index, std::move(b)).first;
+      staged_ += kNodeCacheBlock;
+    }
+    Block& b = it->second;
+    if (::pwrite(b.fd, src, n, static_cast<off_t>(kDataAt + in)) != static_cast<ssize_t>(n)) {
+      cache_->Complain(fmt::format("staging a written block in {}: {}", cache_->options_.dir,
+                                   std::strerror(errno ? errno : ENOSPC)));
+      DropBlock(&b);
+      blocks_.erase(it);
+      skipped_.insert(index);
+      continue;
+    }
+    // Merge [in, in + n) into the covered ranges.
+    uint64_t lo = in, hi = in + n;
+    auto c = b.covered.upper_bound(lo);
+    if (c != b.covered.begin() && std::prev(c)->second >= lo)
+      c = std::prev(c);
+    while (c != b.covered.end() && c->first <= hi) {
+      lo = std::min(lo, c->first);
+      hi = std::max(hi, c->second);
+      c = b.covered.erase(c);
+    }
+    b.covered.emplace(lo, hi);
+  }
+}
+
+size_t NodeCache::WriteStage::Commit(uint64_t data_version, uint64_t size) {
+  constexpr uint64_t kDataAt = kHeader + 4 * kMaxSlices;
+  std::lock_guard<std::mutex> lock(mu_);
+  thread_local std::unique_ptr<uint8_t[]> buf;
+  if (!buf)
+    buf.reset(new uint8_t[kNodeCacheBlock]);
+  size_t cached = 0;
+  for (auto& [index, b] : blocks_) {
+    const uint64_t start = index * kNodeCacheBlock;
+    if (b.fd < 0 || start >= size) {
+      DropBlock(&b);
+      continue;
+    }
+    const size_t len = static_cast<size_t>(std::min<uint64_t>(kNodeCacheBlock, size - start));
+    // Only a block this handle wrote whole holds nothing it did not write.
+    if (b.covered.size() != 1 || b.covered.begin()->first != 0 || b.covered.begin()->second < len ||
+        ::pread(b.fd, buf.get(), len, static_cast<off_t>(kDataAt)) != static_cast<ssize_t>(len)) {
+      DropBlock(&b);
+      continue;
+    }
+    if (len < kNodeCacheBlock) {
+      // A short last block: its data lies elsewhere in a block file; stored anew.
+      DropBlock(&b);
+      if (cache_->Put(fid_, data_version, index, buf.get(), len).ok()) {
+        ++cached;
+        cache_->Count(kWritten, 1);
+        cache_->Count(kWrittenBytes, len);
+      }
+      continue;
+    }
+    uint8_t meta[kDataAt];
+    EncodeHeader(Header{fid_, data_version, index, static_cast<uint32_t>(len)}, meta);
+    for (size_t s = 0; s < kMaxSlices; ++s)
+      PutLe<uint32_t>(meta + kHeader + 4 * s, Crc32c(buf.get() + s * kSlice, kSlice));
+    const std::string path = cache_->BlockPath(fid_, data_version, index);
+    const uint64_t file_bytes = kDataAt + len;
+    const bool ok = ::pwrite(b.fd, meta, sizeof(meta), 0) == static_cast<ssize_t>(sizeof(meta)) &&
+                    ::ftruncate(b.fd, static_cast<off_t>(file_bytes)) == 0 &&
+                    cache_->Room(file_bytes).ok() && ::rename(b.tmp.c_str(), path.c_str()) == 0;
+    if (!ok) {
+      DropBlock(&b);
+      continue;
+    }
+    ::close(b.fd);
+    b.fd = -1;
+    cache_->Added(file_bytes);
+    cache_->Count(kWritten, 1);
+    cache_->Count(kWrittenBytes, len);
+    ++cached;
+  }
+  blocks_.clear();
+  skipped_.clear();
+  staged_ = 0;
+  return cached;
 }
 
 NodeCache::FillLock NodeCache::LockFill(const Fid& fid,
@@ -759,6 +936,8 @@ Result<NodeCacheStats> NodeCache::Stats() {
                        &s.counters.put_failures};
     for (size_t i = 0; i < 7; ++i)
       *out[i] = shared_->v[i].load(std::memory_order_relaxed);
+    s.counters.written = shared_->written.load(std::memory_order_relaxed);
+    s.counters.written_bytes = shared_->written_bytes.load(std::memory_order_relaxed);
   }
   struct statvfs vfs;
   if (::statvfs(options_.dir.c_str(), &vfs) == 0) {

@@ -21,8 +21,10 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -63,6 +65,8 @@ struct NodeCacheCounters {
   uint64_t corrupt = 0;        // blocks that failed their checksums (removed)
   uint64_t evicted_bytes = 0;  // removed to keep the size cap or the free ratio
   uint64_t put_failures = 0;   // stores that failed (full or broken device)
+  uint64_t written = 0;        // blocks cached by write-through (a writer's close)
+  uint64_t written_bytes = 0;
 };
 
 struct NodeCacheStats {
@@ -150,6 +154,42 @@ class NodeCache {
   // The order Evict would remove the cached blocks in, first to go first (for tests and tools).
   Result<std::vector<BlockRef>> EvictionOrder();
 
+  // Write-through: the blocks one handle writes, staged in the cache directory under temporary
+  // names (a dead process's are removed by the next scan) until its close says under which
+  // data version they are the file's bytes (CloseResp::sole_version). Thread-safe.
+  class WriteStage {
+   public:
+    ~WriteStage();  // removes what was not committed
+    // Copies the handle's bytes [offset, offset + len) into the staged blocks. Best effort: a
+    // block that cannot be staged is left out; past the budget, new blocks are left out.
+    void Write(const uint8_t* data, size_t len, uint64_t offset);
+    // Moves every block the handle wrote whole (the file's last one up to `size`) into the
+    // cache under `data_version`, and removes the rest. Returns how many blocks it cached.
+    size_t Commit(uint64_t data_version, uint64_t size);
+    // Bytes staged so far (whole blocks).
+    uint64_t staged() const;
+
+   private:
+    friend class NodeCache;
+    WriteStage(NodeCache* cache, const Fid& fid, uint64_t budget)
+        : cache_(cache), fid_(fid), budget_(budget) {}
+    struct Block {
+      int fd = -1;
+      std::string tmp;
+      std::map<uint64_t, uint64_t> covered;  // start -> end, merged
+    };
+    void DropBlock(Block* b);
+    NodeCache* const cache_;
+    const Fid fid_;
+    const uint64_t budget_;
+    mutable std::mutex mu_;
+    std::map<uint64_t, Block> blocks_;
+    std::set<uint64_t> skipped_;  // blocks left out: never cached by this stage
+    uint64_t staged_ = 0;
+  };
+  // A stage for a handle of `fid` open for writing; at most half the cache's size is staged.
+  std::unique_ptr<WriteStage> StageWrites(const Fid& fid);
+
   // Counters of this process.
   uint64_t hits() const { return hits_.load(); }
   uint64_t misses() const { return misses_.load(); }
@@ -161,6 +201,16 @@ class NodeCache {
   std::string FidDir(const Fid& fid) const;
   // One line per minute at most for failures of the cache itself.
   void Complain(const std::string& what);
+  // Makes room for a block file of `file_bytes`: evicts when the cache is over its size or
+  // (looked at every 16th time) the device under its free share; NoSpace when the device stays
+  // under it.
+  Status Room(uint64_t file_bytes);
+  Status MakeRoom(uint64_t file_bytes);
+  bool DeviceLow(uint64_t file_bytes) const;
+  // Creates a temporary file beside block `path` (its directories on demand); -1 with errno.
+  int CreateTemp(const std::string& path, std::string* tmp);
+  // A block file of `file_bytes` put in place.
+  void Added(uint64_t file_bytes);
   // Scans the blocks: total bytes, and (when `evict_to` is not UINT64_MAX) removes the least
   // recently used until at most that many bytes remain and the device has its free ratio.
   Result<uint64_t> Scan(uint64_t evict_to, uint64_t room, uint64_t* removed, uint64_t* blocks);

@@ -255,14 +255,23 @@ Status PrefetchEngine::Start() {
                       sources_.size()));
     }
   }
+  for (size_t i = 0; i < options_.next_order.size(); ++i) {
+    if (options_.next_order[i].source >= sources_.size()) {
+      return Status::InvalidArgument(
+          fmt::format("sample {} of the next epoch names source {} but the data set has {}", i,
+                      options_.next_order[i].source, sources_.size()));
+    }
+  }
   if (resolved_ && client_->HasNodeCache()) {
-    // The epoch's exact order drives the node cache's eviction (docs/design.md "Node cache"):
-    // what this epoch still needs stays, what it read goes first.
+    // The epoch's exact order, then the next epoch's, drive the node cache's eviction
+    // (docs/design.md "Node cache"): what is needed soonest stays.
     std::vector<Client::PlannedRead> plan;
-    plan.reserve(order_.size());
-    for (const SampleRef& ref : order_) {
-      const ResolvedSource& r = (*resolved_)[ref.source];
-      plan.push_back(Client::PlannedRead{"", ref.offset, ref.length, r.id, r.data_version});
+    plan.reserve(order_.size() + options_.next_order.size());
+    for (const auto* o : {&order_, &options_.next_order}) {
+      for (const SampleRef& ref : *o) {
+        const ResolvedSource& r = (*resolved_)[ref.source];
+        plan.push_back(Client::PlannedRead{"", ref.offset, ref.length, r.id, r.data_version});
+      }
     }
     CIUIC_RETURN_IF_ERROR(client_->SetNodeCachePlan(plan));
   }

@@ -54,6 +54,10 @@ struct PrefetchOptions {
   // straight into them (Client::NewSharedMemory). Off, or when it cannot be created: heap.
   // Used when the engine makes its own pool (none given).
   bool shared_memory = true;
+  // The order the next epoch will read (this rank's share; a loader knows it from its seed).
+  // With resolved sources and a node cache, it follows this epoch's order in the cache's plan,
+  // so what the next epoch reads first stays cached past the end of this one.
+  std::vector<SampleRef> next_order;
 };
 
 struct PrefetchStats {

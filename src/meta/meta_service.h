@@ -318,7 +318,14 @@ class MetaService {
   // Counts one open of `session_id` less (its record was deleted, or never committed).
   void DropOpenCount(uint64_t session_id);
   // Ends the open `open_id` of `session_id`; destroys an orphan at its last close.
-  Status EndOpen(Txn& t, uint64_t session_id, uint64_t open_id, const Fid& fid, bool wrote);
+  // Ends an open. With `close` (a client's CloseReq), fills its sole_version.
+  Status EndOpen(Txn& t,
+                 uint64_t session_id,
+                 uint64_t open_id,
+                 const Fid& fid,
+                 bool wrote,
+                 const pb::CloseReq* close = nullptr,
+                 pb::CloseResp* resp = nullptr);
   // Closes up to *budget opens of `session_id` (counting them off *budget) and, once none is
   // left, deletes the session. A session with opens left is marked ending: dead for its client
   // at once, finished by the next ticks. Returns whether the session is gone.

@@ -195,6 +195,74 @@ TYPED_TEST(SessionTest, CloseSessionClosesItsFiles) {
   ASSERT_OK(this->svc().CloseSession(q));  // idempotent
 }
 
+// A writer's close says whether its writes are all the file's changes since its open (the node
+// cache's write-through, docs/design.md "Node cache"): not when another close moved the data
+// version meanwhile, nor while another open of the file remains.
+TYPED_TEST(SessionTest, CloseSaysWhetherTheWriterWasAlone) {
+  const uint64_t sid = this->NewSession();
+  auto c = this->CreateOpen(sid, "f");
+  ASSERT_OK(c);
+  const pb::Fid fid = c->attr().fid();
+  auto close = [&](uint64_t open_id, uint64_t opened_version) {
+    pb::CloseReq q;
+    *q.mutable_ctx() = this->SCtx(sid);
+    *q.mutable_fid() = fid;
+    q.set_open_id(open_id);
+    q.set_wrote(true);
+    q.set_check_sole(true);
+    q.set_opened_version(opened_version);
+    auto r = this->svc().Close(q);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->sole_version() : ~uint64_t{0};
+  };
+  auto open = [&] {
+    pb::OpenReq q;
+    *q.mutable_ctx() = this->SCtx(sid);
+    *q.mutable_fid() = fid;
+    q.set_flags(O_RDWR);
+    auto r = this->svc().Open(q);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::make_pair(r->open_id(), r->attr().data_version())
+                  : std::make_pair(uint64_t{0}, uint64_t{0});
+  };
+  const uint64_t v0 = c->attr().data_version();
+  EXPECT_EQ(close(c->open_id(), v0), v0 + 1);  // alone: the version its close made
+  // Two opens: the first close is not alone (the other may still write), the second saw the
+  // first's close move the version.
+  auto [a, va] = open();
+  auto [b, vb] = open();
+  EXPECT_EQ(va, v0 + 1);
+  EXPECT_EQ(close(a, va), 0u);
+  EXPECT_EQ(close(b, vb), 0u);
+  // A handle that asks with a version the file no longer has.
+  auto [d, vd] = open();
+  EXPECT_EQ(close(d, vd - 1), 0u);
+  EXPECT_EQ(this->GetAttr(fid)->attr().data_version(), v0 + 4);
+}
+
+// A session that ends with a file open for writing (its client died) may have written: the data
+// version moves, so no node cache keeps serving blocks cached before those writes. Read-only
+// opens leave it.
+TYPED_TEST(SessionTest, ASessionEndingWithAWriteOpenMovesTheDataVersion) {
+  const uint64_t sid = this->NewSession();
+  auto c = this->CreateOpen(sid, "w");
+  ASSERT_OK(c);
+  auto f = this->Create(this->root(), "r");
+  ASSERT_OK(f);
+  pb::OpenReq q;
+  *q.mutable_ctx() = this->SCtx(sid);
+  *q.mutable_fid() = f->attr().fid();
+  q.set_flags(O_RDONLY);
+  ASSERT_OK(this->svc().Open(q));
+  const uint64_t vw = c->attr().data_version();
+  const uint64_t vr = this->GetAttr(f->attr().fid())->attr().data_version();
+  pb::CloseSessionReq e;
+  *e.mutable_ctx() = this->SCtx(sid);
+  ASSERT_OK(this->svc().CloseSession(e));
+  EXPECT_EQ(this->GetAttr(c->attr().fid())->attr().data_version(), vw + 1);
+  EXPECT_EQ(this->GetAttr(f->attr().fid())->attr().data_version(), vr);
+}
+
 // Caps on the state one client can make the MDS hold (issue 13): a session holds at most
 // max_opens_per_session open files; one more is kNoSpace naming the cap, and a close makes room.
 TYPED_TEST(SessionTest, OpensPerSessionAreCapped) {

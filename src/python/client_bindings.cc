@@ -387,6 +387,9 @@ void RegisterClient(py::module_& m) {
           py::arg("path"),
           "Bring a released file back onto the OSTs (nothing to do when it is not released).")
       .def(
+          "has_node_cache", [](PyClient& c) { return C(c).HasNodeCache(); },
+          "Whether this client's reads go through the node cache of this machine.")
+      .def(
           "hsm_state",
           [](PyClient& c, const std::string& path) {
             Client& cl = C(c);

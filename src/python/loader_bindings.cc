@@ -1,6 +1,7 @@
 // Loader part of ciuic._ciuic: the prefetch engine, tar shard indexes and pack (src/loader).
 // The Python side (python/ciuic/data.py) computes epoch orders; these run the IO.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,28 @@ namespace {
 using loader::PrefetchEngine;
 using loader::SampleRef;
 using loader::TarMember;
+using Int64Array = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+// An epoch's order from three 1-d arrays of one length.
+std::vector<SampleRef> ToOrder(const Int64Array& source,
+                               const Int64Array& offset,
+                               const Int64Array& length) {
+  if (source.ndim() != 1 || offset.ndim() != 1 || length.ndim() != 1 ||
+      source.size() != offset.size() || source.size() != length.size()) {
+    throw py::value_error("source, offset and length must be 1-d arrays of one length");
+  }
+  std::vector<SampleRef> order(static_cast<size_t>(source.size()));
+  auto s = source.unchecked<1>();
+  auto o = offset.unchecked<1>();
+  auto l = length.unchecked<1>();
+  for (py::ssize_t i = 0; i < source.size(); ++i) {
+    if (s(i) < 0 || o(i) < 0 || l(i) < 0)
+      throw py::value_error("negative source, offset or length in the order");
+    order[static_cast<size_t>(i)] = {static_cast<uint32_t>(s(i)), static_cast<uint64_t>(o(i)),
+                                     static_cast<uint64_t>(l(i))};
+  }
+  return order;
+}
 
 std::shared_ptr<Client> ClientOf(PyClient& c) {
   if (!c.client) {
@@ -80,30 +103,19 @@ void RegisterLoader(py::module_& m) {
   py::class_<PrefetchEngine>(m, "PrefetchEngine",
                              "Reads an epoch's samples in exactly the given order, ahead of the "
                              "consumer, within a memory budget (C++ threads; GIL released).")
-      .def(py::init([](PyClient& c, std::vector<std::string> sources,
-                       py::array_t<int64_t, py::array::c_style | py::array::forcecast> source,
-                       py::array_t<int64_t, py::array::c_style | py::array::forcecast> offset,
-                       py::array_t<int64_t, py::array::c_style | py::array::forcecast> length,
-                       size_t budget_bytes, int max_inflight, int opener_threads,
-                       int max_open_sources, bool keep_sources_open,
-                       const PyResolved* resolved, const PySamplePool* pool) {
-             if (source.ndim() != 1 || offset.ndim() != 1 || length.ndim() != 1 ||
-                 source.size() != offset.size() || source.size() != length.size()) {
-               throw py::value_error("source, offset and length must be 1-d arrays of one length");
-             }
-             std::vector<SampleRef> order(static_cast<size_t>(source.size()));
-             auto s = source.unchecked<1>();
-             auto o = offset.unchecked<1>();
-             auto l = length.unchecked<1>();
-             for (py::ssize_t i = 0; i < source.size(); ++i) {
-               if (s(i) < 0 || o(i) < 0 || l(i) < 0) {
-                 throw py::value_error("negative source, offset or length in the order");
-               }
-               order[static_cast<size_t>(i)] = {static_cast<uint32_t>(s(i)),
-                                                static_cast<uint64_t>(o(i)),
-                                                static_cast<uint64_t>(l(i))};
-             }
+      .def(py::init([](PyClient& c, std::vector<std::string> sources, Int64Array source,
+                       Int64Array offset, Int64Array length, size_t budget_bytes, int max_inflight,
+                       int opener_threads, int max_open_sources, bool keep_sources_open,
+                       const PyResolved* resolved, const PySamplePool* pool,
+                       std::optional<Int64Array> next_source, std::optional<Int64Array> next_offset,
+                       std::optional<Int64Array> next_length) {
+             std::vector<SampleRef> order = ToOrder(source, offset, length);
              loader::PrefetchOptions opts;
+             if (next_source || next_offset || next_length) {
+               if (!next_source || !next_offset || !next_length)
+                 throw py::value_error("next_source, next_offset and next_length go together");
+               opts.next_order = ToOrder(*next_source, *next_offset, *next_length);
+             }
              opts.budget_bytes = budget_bytes;
              opts.max_inflight = max_inflight;
              opts.opener_threads = opener_threads;
@@ -120,7 +132,9 @@ void RegisterLoader(py::module_& m) {
            py::arg("length"), py::arg("budget_bytes") = size_t{256} << 20,
            py::arg("max_inflight") = 256, py::arg("opener_threads") = 8,
            py::arg("max_open_sources") = 64, py::arg("keep_sources_open") = true,
-           py::arg("resolved") = nullptr, py::arg("pool") = nullptr)
+           py::arg("resolved") = nullptr, py::arg("pool") = nullptr,
+           py::arg("next_source") = py::none(), py::arg("next_offset") = py::none(),
+           py::arg("next_length") = py::none())
       .def(
           "next",
           [](PrefetchEngine& e) -> py::object {

@@ -12,6 +12,7 @@
 
 #include "ciuic.pb.h"
 #include "common/config.h"
+#include "common/metrics.h"
 #include "common/time_util.h"
 #include "io/mem_io_engine.h"
 #include "meta/mds_server.h"
@@ -22,6 +23,22 @@
 namespace ciuic::testing {
 
 MiniCluster::MiniCluster(MiniClusterOptions options) : options_(std::move(options)) {}
+
+uint64_t MiniCluster::OstReadBytes() {
+  uint64_t total = 0;
+  for (auto& o : oss_) {
+    if (!o)
+      continue;
+    const std::string text = o->metrics()->Render();
+    for (size_t at = 0;
+         (at = text.find("\nciuic_ost_read_bytes_total{", at)) != std::string::npos;) {
+      const size_t sp = text.find("} ", at);
+      total += std::stoull(text.substr(sp + 2, text.find('\n', sp) - sp - 2));
+      at = sp;
+    }
+  }
+  return total;
+}
 
 Result<std::unique_ptr<MiniCluster>> MiniCluster::Start(MiniClusterOptions options) {
   if (options.num_oss < 1 || options.osts_per_oss < 1) {

@@ -105,6 +105,9 @@ class MiniCluster {
   Status RestartOss(int i);
   // The running OSS `i` (null when stopped), for tests that reach into it.
   oss::OssServer* oss(int i) { return oss_[static_cast<size_t>(i)].get(); }
+  // Bytes the running OSSes read from their OSTs so far (their ciuic_ost_read_bytes_total
+  // counters): what tests of the node cache count fetches with.
+  uint64_t OstReadBytes();
   Status StopMds();
   // Starts the MDS again on the same port with the same data (an in-memory MDS comes back empty).
   Status RestartMds();

@@ -118,6 +118,32 @@ class NodeCacheTest(unittest.TestCase):
         self.assertLessEqual(read, size * 11 // 10, "4 readers read %d bytes of a %d-byte file"
                              % (read, size))
 
+    def test_a_file_put_on_this_machine_is_read_from_the_cache(self):
+        # Write-through: `ciuic put` caches the blocks it wrote whole at its close, so another
+        # process reads the file without the OSTs.
+        def written():
+            status = ciuic("cache", "status", env=self.env).stdout
+            m = re.search(r"(\d+) blocks written through", status)
+            self.assertIsNotNone(m, status)
+            return int(m.group(1))
+        ciuic("cache", "drop", env=self.env)
+        ciuic("mkdir", "/w", env=self.env)
+        was = written()
+        ciuic("put", self.src, "/w/put.bin", env=self.env)
+        self.assertRegex(ciuic("cache", "status", env=self.env).stdout, r"in 7 blocks")
+        self.assertEqual(written() - was, 7)
+        before = self.ost_read_bytes()
+        out = os.path.join(self.tmp, "put-back.bin")
+        ciuic("get", "/w/put.bin", out, env=self.env)
+        with open(out, "rb") as a, open(self.src, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        self.assertEqual(self.ost_read_bytes(), before)
+        # Opted out per process: nothing written through.
+        ciuic("cache", "drop", env=self.env)
+        ciuic("put", self.src, "/w/put2.bin", env=dict(self.env, CIUIC_NODE_CACHE="none"))
+        self.assertRegex(ciuic("cache", "status", env=self.env).stdout, r"in 0 blocks")
+        ciuic("rm", "-r", "/w", env=self.env)
+
     def test_bad_use_is_one_clear_line(self):
         env = dict(self.env, CIUIC_NODE_CACHE="none")
         r = ciuic("cache", "warm", "/d", env=env, check=False)

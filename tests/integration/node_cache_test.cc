@@ -15,8 +15,6 @@
 #include <gtest/gtest.h>
 
 #include "ciuic/client.h"
-#include "common/metrics.h"
-#include "oss/oss_server.h"
 #include "testing/mini_cluster.h"
 #include "tests/integration/test_util.h"
 
@@ -54,20 +52,7 @@ class NodeCacheIt : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
   }
-  // Bytes every OSS read from its OSTs so far (their ciuic_ost_read_bytes_total counters).
-  uint64_t OstReadBytes() {
-    uint64_t total = 0;
-    for (int i = 0; i < 2; ++i) {
-      const std::string text = cluster_->oss(i)->metrics()->Render();
-      size_t at = 0;
-      while ((at = text.find("\nciuic_ost_read_bytes_total{", at)) != std::string::npos) {
-        const size_t sp = text.find("} ", at);
-        total += std::stoull(text.substr(sp + 2, text.find('\n', sp) - sp - 2));
-        at = sp;
-      }
-    }
-    return total;
-  }
+  uint64_t OstReadBytes() { return cluster_->OstReadBytes(); }
   void Write(const std::string& path, const std::string& data) {
     FileLayout l = Striped(2, 1u << 20);
     OpenOptions oo;
@@ -225,6 +210,103 @@ TEST_F(NodeCacheIt, ACacheDirectoryThatCannotBeMadeLeavesTheClientWithoutOne) {
   auto a = NewClient("/proc/ciuic-no-cache-here");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(Read(a.get(), "/m", 0, data.size()), data);
+}
+
+// Write-through: a writer with the node cache caches what it wrote whole when its close is the
+// file's only change since its open; readers of the machine then read nothing from the OSTs.
+TEST_F(NodeCacheIt, WhatAWriterWroteWholeIsCachedAtItsClose) {
+  auto w = NewClient(cache_dir_);
+  const std::string data = Pattern((3u << 20) + 777, 20);
+  {
+    FileLayout l = Striped(2, 1u << 20);
+    OpenOptions oo;
+    oo.layout = &l;
+    auto f = w->Open("/wt", O_CREAT | O_WRONLY | O_TRUNC, 0644, oo);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    // In pieces that cross blocks, one rewritten, and one asynchronous.
+    ASSERT_TRUE((*f)->Pwrite(data.data(), 1500000, 0).ok());
+    ASSERT_TRUE((*f)->Pwrite(data.data() + 1500000, data.size() - 1500000, 1500000).ok());
+    ASSERT_TRUE((*f)->Pwrite(data.data() + 4096, 8192, 4096).ok());
+    std::promise<Result<size_t>> done;
+    (*f)->PwriteAsync(data.data() + (2u << 20), 100, 2u << 20,
+                      [&done](Result<size_t> r) { done.set_value(std::move(r)); });
+    ASSERT_TRUE(done.get_future().get().ok());
+    ASSERT_TRUE((*f)->Fsync().ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  EXPECT_EQ(Blocks().size(), 4u);  // three whole blocks and the 777-byte tail
+  auto r = NewClient(cache_dir_);
+  const uint64_t before = OstReadBytes();
+  EXPECT_EQ(Read(r.get(), "/wt", 0, data.size()), data);
+  EXPECT_EQ(Read(w.get(), "/wt", 1u << 20, 5000), data.substr(1u << 20, 5000));
+  EXPECT_EQ(OstReadBytes(), before);
+  // A rewrite of part of a block caches only the blocks it wrote whole, under the new version.
+  std::string v2 = data;
+  const std::string patch = Pattern((1u << 20) + 10, 21);
+  v2.replace(1u << 20, patch.size(), patch);
+  {
+    auto f = w->Open("/wt", O_WRONLY);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite(patch.data(), patch.size(), 1u << 20).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  const uint64_t mid = OstReadBytes();
+  EXPECT_EQ(Read(r.get(), "/wt", 0, v2.size()), v2);
+  // Blocks 0, 2 and 3 came from the OSTs; block 1 from the cache.
+  EXPECT_EQ(OstReadBytes() - mid, v2.size() - (1u << 20));
+}
+
+TEST_F(NodeCacheIt, AWriterNotAloneCachesNothing) {
+  auto a = NewClient(cache_dir_);
+  const std::string base = Pattern(2u << 20, 22);
+  Write("/two", base);
+  auto open_w = [](Client* c) {
+    auto f = c->Open("/two", O_WRONLY);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    return std::move(*f);
+  };
+  auto write = [](File* f, const std::string& s, uint64_t off) {
+    ASSERT_TRUE(f->Pwrite(s.data(), s.size(), off).ok());
+  };
+  // Another writer (another machine) writes into a's block 0 and closes first: a's close is
+  // not the only change since its open.
+  std::string want = base;
+  const std::string mine = Pattern(1u << 20, 23), theirs = Pattern(4096, 24);
+  {
+    auto fa = open_w(a.get());
+    auto fb = open_w(writer_.get());
+    write(fa.get(), mine, 0);
+    ASSERT_TRUE(fa->Fsync().ok());
+    write(fb.get(), theirs, 8192);
+    ASSERT_TRUE(fb->Close().ok());
+    ASSERT_TRUE(fa->Close().ok());
+    want.replace(0, mine.size(), mine);
+    want.replace(8192, theirs.size(), theirs);
+  }
+  EXPECT_TRUE(Blocks().empty());
+  // Another open still held at a's close (a reader, or a writer that may still write): the
+  // same.
+  {
+    auto fa = open_w(a.get());
+    auto fb = writer_->Open("/two", O_RDONLY);
+    ASSERT_TRUE(fb.ok());
+    write(fa.get(), mine, 1u << 20);
+    ASSERT_TRUE(fa->Close().ok());
+    ASSERT_TRUE((*fb)->Close().ok());
+    want.replace(1u << 20, mine.size(), mine);
+  }
+  EXPECT_TRUE(Blocks().empty());
+  // A truncate through the handle drops what it staged.
+  {
+    auto fa = open_w(a.get());
+    write(fa.get(), mine, 0);
+    ASSERT_TRUE(fa->Truncate(want.size()).ok());
+    ASSERT_TRUE(fa->Close().ok());
+    want.replace(0, mine.size(), mine);
+  }
+  EXPECT_TRUE(Blocks().empty());
+  auto r = NewClient(cache_dir_);
+  EXPECT_EQ(Read(r.get(), "/two", 0, want.size()), want);
 }
 
 }  // namespace

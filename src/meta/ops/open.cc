@@ -64,8 +64,9 @@ Status MetaService::Apply(Txn& t, const pb::OpenReq& req, pb::OpenResp* resp) {
   return Status::OK();
 }
 
-Status MetaService::Apply(Txn& t, const pb::CloseReq& req, pb::CloseResp*) {
-  return EndOpen(t, req.ctx().session_id(), req.open_id(), ToFid(req.fid()), req.wrote());
+Status MetaService::Apply(Txn& t, const pb::CloseReq& req, pb::CloseResp* resp) {
+  return EndOpen(t, req.ctx().session_id(), req.open_id(), ToFid(req.fid()), req.wrote(), &req,
+                 resp);
 }
 
 Status MetaService::Apply(Txn& t, const pb::UpdateSizeReq& req, pb::UpdateSizeResp* resp) {

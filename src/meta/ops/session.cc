@@ -1,5 +1,7 @@
 // Sessions and open-file state (Decision 6): OpenSession, CloseSession and the open records
 // that keep unlinked-but-open files alive as orphans.
+#include <fcntl.h>
+
 #include <fmt/format.h>
 
 #include "meta/meta_service.h"
@@ -81,7 +83,10 @@ Result<bool> MetaService::EndSession(Txn& t, uint64_t session_id, size_t* budget
   CIUIC_RETURN_IF_ERROR(parse);
   *budget -= opens.size();
   for (const auto& o : opens) {
-    CIUIC_RETURN_IF_ERROR(EndOpen(t, session_id, o.open_id(), ToFid(o.fid()), false));
+    // An open for writing that its client never closed may have written: the data_version
+    // moves, so no node cache serves blocks of the file cached before those writes landed.
+    const bool may_have_written = (o.flags() & O_ACCMODE) != O_RDONLY;
+    CIUIC_RETURN_IF_ERROR(EndOpen(t, session_id, o.open_id(), ToFid(o.fid()), may_have_written));
   }
   if (more) {
     // Too many opens for one batch: the session is dead for its client now (no renewal, no new
@@ -151,8 +156,13 @@ Result<uint64_t> MetaService::AddOpen(Txn& t,
   return open_id;
 }
 
-Status MetaService::EndOpen(
-    Txn& t, uint64_t session_id, uint64_t open_id, const Fid& fid, bool wrote) {
+Status MetaService::EndOpen(Txn& t,
+                            uint64_t session_id,
+                            uint64_t open_id,
+                            const Fid& fid,
+                            bool wrote,
+                            const pb::CloseReq* close,
+                            pb::CloseResp* resp) {
   bool found = false;
   Fid target = fid;
   if (session_id != 0 && open_id != 0) {
@@ -188,8 +198,13 @@ Status MetaService::EndOpen(
   CIUIC_RETURN_IF_ERROR(gs);
   if (found && rec.open_count() > 0)
     rec.set_open_count(rec.open_count() - 1);
+  const bool sole = found && wrote && close != nullptr && close->check_sole() &&
+                    rec.attr().data_version() == close->opened_version() && rec.open_count() == 0 &&
+                    IsReg(rec) && !rec.orphan();
   if (wrote)
     rec.mutable_attr()->set_data_version(rec.attr().data_version() + 1);
+  if (sole && resp != nullptr)
+    resp->set_sole_version(rec.attr().data_version());
   if (rec.orphan() && rec.open_count() == 0)
     return DestroyInode(t, rec);
   PutInode(t, rec);
