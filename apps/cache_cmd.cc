@@ -1,6 +1,7 @@
 #include "cache_cmd.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <memory>
@@ -168,6 +169,49 @@ int CmdCacheWarm(Client& c, const std::vector<std::string>& paths, bool recursiv
   }
   fmt::print("warmed {} of {} files ({}) in {:.1f} s\n", ok, files.size(),
              FormatSize(progress.bytes()), progress.Seconds());
+  return rc;
+}
+
+namespace {
+
+// Sets the opt-out of `path` and (with `recursive`) of everything below it; counts the entries.
+Status ExcludeTree(Client& c, const std::string& path, bool recursive, bool excluded, size_t* n) {
+  CIUIC_RETURN_IF_ERROR(c.SetNodeCacheExcluded(path, excluded));
+  ++*n;
+  if (!recursive)
+    return Status::OK();
+  CIUIC_ASSIGN_OR_RETURN(FileStat st, c.Stat(path));
+  if (!st.is_dir())
+    return Status::OK();
+  CIUIC_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, c.ReadDir(path));
+  for (const DirEntry& e : entries) {
+    const uint32_t type = e.type & S_IFMT;
+    if (e.name == "." || e.name == ".." || (type != S_IFDIR && type != S_IFREG))
+      continue;
+    const std::string child = path == "/" ? "/" + e.name : path + "/" + e.name;
+    CIUIC_RETURN_IF_ERROR(ExcludeTree(c, child, true, excluded, n));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+int CmdCacheExclude(Client& c,
+                    const std::vector<std::string>& paths,
+                    bool recursive,
+                    bool excluded) {
+  int rc = 0;
+  size_t n = 0;
+  const char* verb = excluded ? "exclude" : "include";
+  for (const std::string& p : paths) {
+    Status st = ExcludeTree(c, p, recursive, excluded, &n);
+    if (!st.ok()) {
+      fmt::print(stderr, "ciuic: cache {}: {}\n", verb, st.message());
+      rc = 1;
+    }
+  }
+  fmt::print("{} {} entr{} {} the node cache\n", excluded ? "excluded" : "included", n,
+             n == 1 ? "y" : "ies", excluded ? "from" : "in");
   return rc;
 }
 

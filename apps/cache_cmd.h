@@ -20,5 +20,12 @@ int CmdCacheDrop(const client::NodeCacheOptions& o,
 // Reads `paths` through `c`, whose reads go through the node cache, so their blocks are cached
 // (a data set or a checkpoint before a job); a progress bar on a terminal.
 int CmdCacheWarm(Client& c, const std::vector<std::string>& paths, bool recursive);
+// Excludes `paths` from every machine's node cache (`excluded`), or includes them again: each
+// path, and with `recursive` everything below a directory (symbolic links are left alone). New
+// entries of an excluded directory are excluded. One line per failure; returns the exit code.
+int CmdCacheExclude(Client& c,
+                    const std::vector<std::string>& paths,
+                    bool recursive,
+                    bool excluded);
 
 }  // namespace ciuic::cli

@@ -397,6 +397,8 @@ int CmdStat(const std::vector<std::string>& paths) {
     fmt::print("Access: {}.{:09d}\nModify: {}.{:09d}\nChange: {}.{:09d}\n",
                TimeString(s->atime_sec), s->atime_nsec, TimeString(s->mtime_sec), s->mtime_nsec,
                TimeString(s->ctime_sec), s->ctime_nsec);
+    if (s->no_node_cache)
+      fmt::print("Node cache: excluded\n");
   }
   return rc;
 }
@@ -1281,6 +1283,35 @@ int Main(int argc, char** argv) {
     }
     rc = CmdCacheDrop(cache_options(), client.get(), resolved, cache_r);
   });
+  for (const bool excluded : {true, false}) {
+    auto* sub = cache->add_subcommand(
+        excluded ? "exclude" : "include",
+        excluded ? "keep files out of every machine's node cache (scratch data, files read "
+                   "once);\nnew entries of an excluded directory are excluded too\nExample: "
+                   "ciuic cache exclude -r /scratch"
+                 : "let excluded files use the node cache again\nExample: ciuic cache include "
+                   "-r /scratch");
+    sub->add_option("paths", cache_paths, "cluster paths, or paths inside a ciuic mount")
+        ->required();
+    sub->add_flag("-r,--recursive", cache_r, "also every file and directory below");
+    sub->callback([&, excluded] {
+      auto c = Connect();
+      if (!c.ok()) {
+        rc = Fail(c.status());
+        return;
+      }
+      std::vector<std::string> resolved;
+      for (const auto& raw : cache_paths) {
+        auto p = ClusterPathArg(**c, raw);
+        if (!p.ok()) {
+          rc = Fail(p.status());
+          return;
+        }
+        resolved.push_back(*p);
+      }
+      rc = CmdCacheExclude(**c, resolved, cache_r, excluded);
+    });
+  }
   auto* cache_warm = cache->add_subcommand(
       "warm",
       "read files into the node cache before a job needs them\nExample: ciuic cache warm -r "

@@ -126,6 +126,9 @@ struct FileStat {
   // Bumped by the MDS whenever the file's data may have changed (close/fsync after writes,
   // truncate): caches key on it.
   uint64_t data_version = 0;
+  // Excluded from node caches (Client::SetNodeCacheExcluded; new entries of an excluded
+  // directory inherit it).
+  bool no_node_cache = false;
   int64_t atime_sec = 0;
   uint32_t atime_nsec = 0;
   int64_t mtime_sec = 0;
@@ -496,6 +499,11 @@ class Client {
   virtual Status SetNodeCachePlan(const std::vector<PlannedRead>& order) = 0;
   // Whether reads of this client go through a node cache.
   virtual bool HasNodeCache() const = 0;
+  // Excludes a file or directory from every machine's node cache, or includes it again: opens
+  // of an excluded file read and write past the cache, and entries created in an excluded
+  // directory are excluded too (existing ones keep their setting: `ciuic cache exclude -r`
+  // walks a tree). Owner or root. One MDS round trip.
+  virtual Status SetNodeCacheExcluded(const std::string& path, bool excluded) = 0;
 
   virtual const std::string& cluster_uuid() const = 0;
   virtual const ClientOptions& options() const = 0;

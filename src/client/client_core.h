@@ -77,6 +77,8 @@ struct Node {
   uint64_t size = 0;                         // best known size: the MDS's, extended by local writes
   uint64_t trunc_epoch = 0;                  // as last seen from the MDS
   uint64_t data_version = 0;
+  // The file is excluded from node caches (Attr.no_node_cache, as last seen from the MDS).
+  std::atomic<bool> no_node_cache{false};
   bool size_dirty = false;     // local writes extended `size` past what the MDS was told
   bool unsynced_data = false;  // written since the last fsync
   Timespec mtime;              // of the last local write

@@ -315,6 +315,13 @@ Status ClientImpl::SetAttr(const std::string& path, pb::SetAttrReq* req) {
   return st.ok() ? st : st.WithContext(path);
 }
 
+Status ClientImpl::SetNodeCacheExcluded(const std::string& path, bool excluded) {
+  pb::SetAttrReq req;
+  req.set_valid(512);
+  req.set_no_node_cache(excluded);
+  return SetAttr(path, &req);
+}
+
 Status ClientImpl::Chmod(const std::string& path, uint32_t mode) {
   pb::SetAttrReq req;
   req.set_valid(1);

@@ -61,6 +61,7 @@ class ClientImpl : public Client {
   Result<std::vector<ChainStatus>> Chains() override;
   Status SetNodeCachePlan(const std::vector<PlannedRead>& order) override;
   bool HasNodeCache() const override { return core_->node_cache() != nullptr; }
+  Status SetNodeCacheExcluded(const std::string& path, bool excluded) override;
 
   // By-FID operations (fid_ops.cc).
   FileId RootId() const override;

@@ -46,7 +46,8 @@ OpenFile::OpenFile(std::shared_ptr<ClientCore> core,
     seen_data_version_ = node_->data_version;
   }
   opened_version_ = seen_data_version_;
-  if (writable() && core_->node_cache() != nullptr && !options_.no_node_cache)
+  if (writable() && core_->node_cache() != nullptr && !options_.no_node_cache &&
+      !node_->no_node_cache.load())
     stage_ = core_->node_cache()->StageWrites(node_->fid);
 }
 
@@ -76,7 +77,8 @@ FileImpl::~FileImpl() {
 
 Status OpenFile::CheckOpen(bool write, std::optional<uint64_t>* cache_dv) const {
   const bool cacheable = cache_dv != nullptr && core_->node_cache() != nullptr &&
-                         !options_.no_node_cache && !writable();
+                         !options_.no_node_cache && !writable() &&
+                         !node_->no_node_cache.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_)
     return Status::InvalidArgument(fmt::format("{}: file is closed", path_));

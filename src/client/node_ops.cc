@@ -40,6 +40,7 @@ FileStat FileStatFromAttr(const pb::Attr& a) {
   s.blocks = a.blocks();
   s.rdev = a.rdev();
   s.data_version = a.data_version();
+  s.no_node_cache = a.no_node_cache();
   s.atime_sec = a.atime().sec();
   s.atime_nsec = a.atime().nsec();
   s.mtime_sec = a.mtime().sec();
@@ -65,6 +66,7 @@ void RefreshNode(Node* node, const pb::Attr& attr, const pb::Layout* layout) {
   node->size = node->size_dirty ? std::max(node->size, attr.size()) : attr.size();
   node->trunc_epoch = attr.trunc_epoch();
   node->data_version = attr.data_version();
+  node->no_node_cache.store(attr.no_node_cache());
 }
 
 Status ApplyPunches(ClientCore* core,

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -12,6 +13,17 @@
 #include "common/crc32c.h"
 
 namespace ciuic::loader {
+namespace {
+
+// The data version reads of a resolved source go through the node cache at; none (past the
+// cache) for a file excluded from it.
+std::optional<uint64_t> CacheVersion(const ResolvedSource& r) {
+  if (r.no_node_cache)
+    return std::nullopt;
+  return r.data_version;
+}
+
+}  // namespace
 
 // Sample buffers by size class (16 KiB steps up to 1 MiB; larger samples are allocated and freed
 // one by one). They are carved from the engine's SharedMemory while it has room, so that a
@@ -210,6 +222,7 @@ Result<std::shared_ptr<const ResolvedSources>> ResolveSources(Client& client,
         r.id = IdOf(attr);
         r.size = attr.size;
         r.data_version = attr.data_version;
+        r.no_node_cache = attr.no_node_cache;
         auto layout = client.GetLayoutAt(r.id);
         if (!layout.ok())
           return layout.status().WithContext(paths[i]);
@@ -270,6 +283,8 @@ Status PrefetchEngine::Start() {
     for (const auto* o : {&order_, &options_.next_order}) {
       for (const SampleRef& ref : *o) {
         const ResolvedSource& r = (*resolved_)[ref.source];
+        if (r.no_node_cache)
+          continue;
         plan.push_back(Client::PlannedRead{"", ref.offset, ref.length, r.id, r.data_version});
       }
     }
@@ -314,7 +329,7 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
   if (resolved_ && !options_.keep_sources_open) {
     const ResolvedSource& r = (*resolved_)[index];
     CIUIC_ASSIGN_OR_RETURN(auto f,
-                           client_->OpenResolved(r.id, r.layout, r.size, path, r.data_version));
+                           client_->OpenResolved(r.id, r.layout, r.size, path, CacheVersion(r)));
     return std::shared_ptr<File>(std::move(f));
   }
   if (!options_.keep_sources_open) {
@@ -338,7 +353,7 @@ Result<std::shared_ptr<File>> PrefetchEngine::Source(uint32_t index) {
     // Resolved shards open without an MDS round trip, so an LRU miss costs nothing remote.
     const ResolvedSource& r = (*resolved_)[index];
     CIUIC_ASSIGN_OR_RETURN(auto opened,
-                           client_->OpenResolved(r.id, r.layout, r.size, path, r.data_version));
+                           client_->OpenResolved(r.id, r.layout, r.size, path, CacheVersion(r)));
     f = std::shared_ptr<File>(std::move(opened));
   } else {
     HandOff();

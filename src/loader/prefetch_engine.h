@@ -76,7 +76,8 @@ struct ResolvedSource {
   FileId id;
   FileLayout layout;
   uint64_t size = 0;
-  uint64_t data_version = 0;  // at the resolve: keys the node cache's blocks of the file
+  uint64_t data_version = 0;   // at the resolve: keys the node cache's blocks of the file
+  bool no_node_cache = false;  // excluded from node caches: read past them
 };
 using ResolvedSources = std::vector<ResolvedSource>;
 

@@ -350,6 +350,48 @@ TYPED_TEST(NamespaceTest, ChmodChownRules) {
   EXPECT_EQ(c->attr().mode() & 07777, 0755u);
 }
 
+// The node cache opt-out (docs/design.md "Node cache"): set by the owner or root on a file or a
+// directory, kept in the attributes every open returns, and inherited by new entries of an
+// excluded directory (files, directories, symbolic links); existing entries keep theirs.
+TYPED_TEST(NamespaceTest, NodeCacheOptOutIsTheOwnersAndNewEntriesInheritIt) {
+  const auto alice = Ctx(1000, 1000);
+  auto top = this->Mkdir(this->root(), "nc", 0777);
+  ASSERT_OK(top);
+  auto home = this->Mkdir(top->attr().fid(), "a", 0755, alice);
+  ASSERT_OK(home);
+  auto before = this->Create(home->attr().fid(), "before", 0644, alice);
+  ASSERT_OK(before);
+  EXPECT_FALSE(before->attr().no_node_cache());
+  pb::SetAttrReq q;
+  *q.mutable_fid() = home->attr().fid();
+  q.set_valid(512);
+  q.set_no_node_cache(true);
+  *q.mutable_ctx() = Ctx(1001, 1001);
+  EXPECT_CODE(this->svc().SetAttr(q), kNotPermitted);
+  *q.mutable_ctx() = alice;
+  auto r = this->svc().SetAttr(q);
+  ASSERT_OK(r);
+  EXPECT_TRUE(r->attr().no_node_cache());
+  auto f = this->Create(home->attr().fid(), "f", 0644, alice);
+  auto d = this->Mkdir(home->attr().fid(), "d", 0755, alice);
+  ASSERT_OK(f);
+  ASSERT_OK(d);
+  EXPECT_TRUE(f->attr().no_node_cache());
+  EXPECT_TRUE(d->attr().no_node_cache());
+  auto g = this->Create(d->attr().fid(), "g", 0644, alice);
+  ASSERT_OK(g);
+  EXPECT_TRUE(g->attr().no_node_cache());
+  EXPECT_FALSE(this->GetAttr(before->attr().fid())->attr().no_node_cache());
+  EXPECT_TRUE(this->GetAttr(f->attr().fid())->attr().no_node_cache());
+  // Root includes the directory again: entries made from then on are cached.
+  *q.mutable_ctx() = Ctx();
+  q.set_no_node_cache(false);
+  ASSERT_OK(this->svc().SetAttr(q));
+  auto h = this->Create(home->attr().fid(), "h", 0644, alice);
+  ASSERT_OK(h);
+  EXPECT_FALSE(h->attr().no_node_cache());
+}
+
 TYPED_TEST(NamespaceTest, UtimesRulesAndPrecision) {
   auto home = this->Mkdir(this->root(), "h", 0777);
   auto f = this->Create(home->attr().fid(), "f", 0666, Ctx(1000, 1000));

@@ -296,6 +296,30 @@ void ChainRouter::OrderedEnd(const ObjectId& id, uint64_t offset, uint64_t len) 
     f();
 }
 
+void ChainRouter::MutationBegin(uint32_t chain, uint64_t version) {
+  std::lock_guard lock(mutations_mu_);
+  ++mutations_[{chain, version}];
+}
+
+void ChainRouter::MutationEnd(uint32_t chain, uint64_t version) {
+  std::lock_guard lock(mutations_mu_);
+  auto it = mutations_.find({chain, version});
+  if (it == mutations_.end())
+    return;
+  if (--it->second <= 0) {
+    mutations_.erase(it);
+    mutations_cv_.notify_all();
+  }
+}
+
+bool ChainRouter::WaitMutationsBefore(uint32_t chain, uint64_t version, int timeout_ms) {
+  std::unique_lock lock(mutations_mu_);
+  return mutations_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    auto it = mutations_.lower_bound({chain, 0});
+    return it == mutations_.end() || it->first.first != chain || it->first.second >= version;
+  });
+}
+
 void ChainRouter::MarkDirty(const ObjectId& id, uint64_t offset, uint64_t len) {
   std::lock_guard lock(dirty_mu_);
   dirty_[id].ranges.push_back(DirtyRange{++dirty_seq_, offset, len});

@@ -15,6 +15,7 @@
 // Thread-safety: every method is thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -114,6 +115,17 @@ class ChainRouter {
   // Objects with dirty ranges or reads waiting (tests).
   size_t dirty_objects() const;
 
+  // Mutations (writes, punches, destroys) of a chain in flight here, by the chain version they
+  // were checked under: a route chosen under an older version does not include a member that
+  // became syncing since, so a resync must not compare before those ended (their bytes would
+  // reach the head only, after the member was found equal). Begin after Check, End once
+  // answered.
+  void MutationBegin(uint32_t chain, uint64_t version);
+  void MutationEnd(uint32_t chain, uint64_t version);
+  // Waits until no mutation of `chain` checked under a version older than `version` is in
+  // flight here; false after `timeout_ms`.
+  bool WaitMutationsBefore(uint32_t chain, uint64_t version, int timeout_ms);
+
   // Closes the peer channels (at Stop).
   void Close();
 
@@ -161,6 +173,10 @@ class ChainRouter {
     std::vector<DirtyRange> ranges;
     std::vector<CleanWaiter> waiting;
   };
+  std::mutex mutations_mu_;
+  std::condition_variable mutations_cv_;
+  std::map<std::pair<uint32_t, uint64_t>, int> mutations_;  // CIUIC_GUARDED_BY(mutations_mu_)
+
   mutable std::mutex dirty_mu_;
   std::map<ObjectId, Dirty> dirty_;  // CIUIC_GUARDED_BY(dirty_mu_)
   uint64_t dirty_seq_ = 0;           // CIUIC_GUARDED_BY(dirty_mu_)

@@ -1,6 +1,7 @@
 // ChainRouter's write order at the head and its clean reads (docs/design.md "Replication").
 #include "oss/chain_router.h"
 
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -48,6 +49,31 @@ TEST(ChainRouterTest, ReadsOfADirtyRangeWaitForTheWritesInFlightWhenTheyCame) {
   EXPECT_EQ(ran.back(), 4);
   r.ClearDirty(Obj(3), 1000, UINT64_MAX - 1000);
   EXPECT_EQ(ran.back(), 5);
+}
+
+// The barrier a resync waits on before it lists the head's objects: mutations checked under a
+// chain version older than the member's `since` (their routes leave the member out) must end
+// first; those of newer versions, and of other chains, do not hold it up.
+TEST(ChainRouterTest, AResyncWaitsForMutationsCheckedUnderOlderChainVersions) {
+  ChainRouter r(nullptr, nullptr, net::ChannelOptions());
+  const uint32_t chain = 0x10001, other = 0x10002;
+  EXPECT_TRUE(r.WaitMutationsBefore(chain, 5, 0));
+  r.MutationBegin(chain, 4);
+  r.MutationBegin(chain, 4);
+  r.MutationBegin(chain, 5);
+  r.MutationBegin(other, 1);
+  EXPECT_FALSE(r.WaitMutationsBefore(chain, 5, 10));
+  EXPECT_TRUE(r.WaitMutationsBefore(chain, 4, 0));  // only older than 4 count
+  std::thread ender([&] {
+    r.MutationEnd(chain, 4);
+    r.MutationEnd(chain, 4);
+  });
+  EXPECT_TRUE(r.WaitMutationsBefore(chain, 5, 60000));
+  ender.join();
+  EXPECT_FALSE(r.WaitMutationsBefore(chain, 6, 0));  // the version-5 one is still in flight
+  r.MutationEnd(chain, 5);
+  EXPECT_TRUE(r.WaitMutationsBefore(chain, 6, 0));
+  EXPECT_TRUE(r.WaitMutationsBefore(0x10000, UINT64_MAX, 0));  // a chain below: nothing
 }
 
 }  // namespace

@@ -106,6 +106,7 @@ void OssServer::ChainWrite(net::ServerCall call, OstStore* store, pb::WriteReq r
   const uint64_t bytes = call.data().size();
   if (!AcquireBudget(bytes))
     return call.ReplyError(Status::Unavailable("OSS is busy (in-flight IO budget spent); retry"));
+  router_->MutationBegin(req.chain(), req.chain_version());
   const ObjectId id = net::FromPb(req.obj());
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   auto r = std::make_shared<pb::WriteReq>(std::move(req));
@@ -119,6 +120,7 @@ void OssServer::ChainWrite(net::ServerCall call, OstStore* store, pb::WriteReq r
       if (route.head)
         router_->OrderedEnd(id, r->offset(), bytes);
       ReleaseBudget(bytes);
+      router_->MutationEnd(r->chain(), r->chain_version());
       if (!j->first.ok())
         return c->ReplyError(j->first);
       pb::WriteResp resp;
@@ -214,6 +216,7 @@ void OssServer::ChainPunch(net::ServerCall call, OstStore* store, pb::PunchReq r
   if (!st.ok())
     return call.ReplyError(st);
   const ObjectId id = net::FromPb(req.obj());
+  router_->MutationBegin(req.chain(), req.chain_version());
   auto c = std::make_shared<net::ServerCall>(std::move(call));
   auto r = std::make_shared<pb::PunchReq>(std::move(req));
   OstCounters* m = CountersOf(r->ost());
@@ -226,6 +229,7 @@ void OssServer::ChainPunch(net::ServerCall call, OstStore* store, pb::PunchReq r
       router_->ClearDirty(id, r->length(), span);
       if (route.head)
         router_->OrderedEnd(id, r->length(), span);
+      router_->MutationEnd(r->chain(), r->chain_version());
       if (!j->first.ok())
         return c->ReplyError(j->first);
       c->Reply(pb::PunchResp());
@@ -255,7 +259,12 @@ void OssServer::ChainDestroy(net::ServerCall call, OstStore* store, pb::DestroyR
   auto joined = JoinReply<pb::DestroyResp>(std::make_shared<net::ServerCall>(std::move(call)),
                                            route.has_next);
   auto j = joined.first;
-  auto finish = joined.second;
+  router_->MutationBegin(req.chain(), req.chain_version());
+  auto finish = [this, chain = req.chain(), version = req.chain_version(),
+                 reply = std::move(joined.second)] {
+    router_->MutationEnd(chain, version);
+    reply();
+  };
   OstCounters* m = CountersOf(req.ost());
   OpBegin(m, OstOp::kDestroy);
   store->DestroyAsync(net::FromPb(req.obj()), [this, m, j, finish](Status s) {

@@ -319,6 +319,17 @@ bool OssServer::RunResync(const ChainRouter::ResyncWork& w) {
   OstStore* store = FindOst(w.head_ost);
   if (store == nullptr)
     return false;
+  // Writes checked under a chain version from before the member was syncing do not go down to
+  // it: the list and the digests must see their bytes, or the member is found equal without
+  // them (ReplicationTest.ConcurrentIoSurvivesOssStopsWithoutErrors read back an object that
+  // a write under the old chain created after the head had listed its objects).
+  if (!router_->WaitMutationsBefore(w.chain, w.since, kPeerTimeoutMs)) {
+    LOG_WARN(
+        "oss: resync of OST {} in chain {}: writes under chain versions before {} still "
+        "in flight after {} ms; trying again",
+        w.member, w.chain - kChainBase, w.since, kPeerTimeoutMs);
+    return false;
+  }
   Result<std::vector<ObjectId>> ids = store->ListChainObjects(w.chain);
   if (!ids.ok()) {
     LOG_WARN("oss: resync of OST {} in chain {}: {}", w.member, w.chain - kChainBase,

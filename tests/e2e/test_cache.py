@@ -144,6 +144,29 @@ class NodeCacheTest(unittest.TestCase):
         self.assertRegex(ciuic("cache", "status", env=self.env).stdout, r"in 0 blocks")
         ciuic("rm", "-r", "/w", env=self.env)
 
+    def test_an_excluded_directory_is_read_past_the_cache(self):
+        ciuic("mkdir", "/x", env=self.env)
+        self.assertIn("excluded 1 entry from the node cache",
+                      ciuic("cache", "exclude", "/x", env=self.env).stdout)
+        ciuic("cache", "drop", env=self.env)
+        ciuic("put", self.src, "/x/a.bin", env=self.env)  # inherits the opt-out: no write-through
+        self.assertIn("Node cache: excluded", ciuic("stat", "/x/a.bin", env=self.env).stdout)
+        before = self.ost_read_bytes()
+        out = os.path.join(self.tmp, "x-back.bin")
+        ciuic("get", "/x/a.bin", out, env=self.env)
+        self.assertGreaterEqual(self.ost_read_bytes() - before, os.path.getsize(self.src))
+        self.assertRegex(ciuic("cache", "status", env=self.env).stdout, r"in 0 blocks")
+        self.assertIn("included 2 entries in the node cache",
+                      ciuic("cache", "include", "-r", "/x", env=self.env).stdout)
+        self.assertNotIn("Node cache", ciuic("stat", "/x/a.bin", env=self.env).stdout)
+        ciuic("get", "/x/a.bin", out, env=self.env)
+        self.assertRegex(ciuic("cache", "status", env=self.env).stdout, r"in 7 blocks")
+        r = ciuic("cache", "exclude", "/x/nope", env=self.env, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("/x/nope", r.stderr)
+        ciuic("rm", "-r", "/x", env=self.env)
+
     def test_bad_use_is_one_clear_line(self):
         env = dict(self.env, CIUIC_NODE_CACHE="none")
         r = ciuic("cache", "warm", "/d", env=env, check=False)

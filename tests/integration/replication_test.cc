@@ -258,6 +258,20 @@ TEST(ReplicationTest, ReadsAndWritesGoOnWhileAnOssIsDown) {
   ASSERT_TRUE(c->Unlink("/b").ok());
 }
 
+// Where two byte strings part: "N bytes, want M; first difference at X (n differ)".
+std::string Diff(const std::string& got, const std::string& want) {
+  const size_t n = std::min(got.size(), want.size());
+  size_t first = n, count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (got[i] != want[i]) {
+      first = std::min(first, i);
+      ++count;
+    }
+  }
+  return fmt::format("{} bytes, want {}; first difference at {} ({} bytes differ)", got.size(),
+                     want.size(), first, count);
+}
+
 TEST(ReplicationTest, ConcurrentIoSurvivesOssStopsWithoutErrors) {
   auto cluster = StartCluster(3);
   ASSERT_NE(cluster, nullptr);
@@ -315,7 +329,7 @@ TEST(ReplicationTest, ConcurrentIoSurvivesOssStopsWithoutErrors) {
       if (!got.ok()) {
         note_error(got.status());
       } else if (*got != want) {
-        note_error(Status::Corruption(path + " read back different bytes"));
+        note_error(Status::Corruption(path + " read back different bytes: " + Diff(*got, want)));
       }
     }
   });
@@ -342,7 +356,7 @@ TEST(ReplicationTest, ConcurrentIoSurvivesOssStopsWithoutErrors) {
       ADD_FAILURE() << path << ": " << got.status().ToString();
       continue;
     }
-    EXPECT_TRUE(*got == want) << path;
+    EXPECT_TRUE(*got == want) << path << ": " << Diff(*got, want);
     ++checked;
   }
   EXPECT_GT(checked, 10u);

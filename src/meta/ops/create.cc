@@ -57,6 +57,7 @@ void InitInode(const Fid& fid,
   }
   a->set_mode(mode);
   a->set_nlink(1);
+  a->set_no_node_cache(dir.attr().no_node_cache());  // a directory's opt-out covers new entries
   for (auto* ts :
        {a->mutable_atime(), a->mutable_mtime(), a->mutable_ctime(), a->mutable_btime()}) {
     SetTs(ts, now);

@@ -23,6 +23,7 @@ constexpr uint32_t kSetMtime = 32;
 constexpr uint32_t kSetAtimeNow = 64;
 constexpr uint32_t kSetMtimeNow = 128;
 constexpr uint32_t kSetCtime = 256;
+constexpr uint32_t kSetNoNodeCache = 512;
 constexpr uint32_t kTaskPunch = 2;
 
 }  // namespace
@@ -108,6 +109,10 @@ Status MetaService::Apply(Txn& t, const pb::SetAttrReq& req, pb::SetAttrResp* re
   if ((valid & kSetCtime) && !owner) {
     return Status::NotPermitted("only the owner or root may set ctime");
   }
+  if ((valid & kSetNoNodeCache) && !owner) {
+    return Status::NotPermitted(fmt::format(
+        "only the owner or root may change the node cache setting (uid {})", ctx.uid()));
+  }
   if (explicit_atime)
     CIUIC_RETURN_IF_ERROR(CheckTimespec(req.atime(), "atime"));
   if (explicit_mtime)
@@ -148,6 +153,8 @@ Status MetaService::Apply(Txn& t, const pb::SetAttrReq& req, pb::SetAttrResp* re
   } else if (valid & kSetMtime) {
     *a->mutable_mtime() = req.mtime();
   }
+  if (valid & kSetNoNodeCache)
+    a->set_no_node_cache(req.no_node_cache());
   if (valid & kSetCtime) {
     *a->mutable_ctime() = req.ctime();
   } else if (valid != 0) {
