@@ -341,9 +341,22 @@ Result<size_t> OpenFile::ReadViaNodeCache(
       Result<size_t> got = nc->GetRange(fid, dv, idx, in, take, buf + done, &cached_len);
       return got.ok() && *got == take && cached_len == blen;
     };
-    if (!hit()) {
-      // One fill per block across this machine's processes: a reader that waited finds it.
-      NodeCache::FillLock lock = nc->LockFill(fid, dv, idx);
+    // One fill per block across this machine's processes. A reader that finds a fill under way
+    // waits for it with a shared lock, so the waiters of one fill read it side by side rather
+    // than one after the other under the fill lock; twice out of luck (the fill failed, or the
+    // block went again), it queues for the fill lock itself.
+    bool done_block = hit();
+    NodeCache::FillLock lock;
+    for (int attempt = 0; !done_block && attempt < 2; ++attempt) {
+      lock = nc->LockFill(fid, dv, idx, /*wait=*/false);
+      if (lock.held())
+        break;
+      nc->WaitFill(fid, dv, idx);
+      done_block = hit();
+    }
+    if (!done_block) {
+      if (!lock.held())
+        lock = nc->LockFill(fid, dv, idx);
       if (!hit()) {
         // The whole block from the OSTs: into the caller's buffer when it asked for all of it.
         uint8_t* dest = buf + done;

@@ -112,6 +112,9 @@ struct NodeCache::SharedCounters {
   std::atomic<uint64_t> used_valid;
   std::atomic<uint64_t> written;  // kWritten, kWrittenBytes
   std::atomic<uint64_t> written_bytes;
+  // Bytes that writers of every process stage for write-through now (1 MiB per staged block),
+  // bounded by half the cache; set again by every scan from the staged files of live processes.
+  std::atomic<int64_t> staged;
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -587,7 +590,20 @@ void NodeCache::WriteStage::DropBlock(Block* b) {
     ::close(b->fd);
     ::unlink(b->tmp.c_str());
     b->fd = -1;
+    cache_->Staged(-static_cast<int64_t>(kNodeCacheBlock));
   }
+}
+
+void NodeCache::Staged(int64_t delta) {
+  if (shared_ != nullptr)
+    shared_->staged.fetch_add(delta);
+  else
+    staged_local_.fetch_add(delta);
+}
+
+uint64_t NodeCache::StagedBytes() const {
+  const int64_t v = shared_ != nullptr ? shared_->staged.load() : staged_local_.load();
+  return v > 0 ? static_cast<uint64_t>(v) : 0;
 }
 
 uint64_t NodeCache::WriteStage::staged() const {
@@ -614,7 +630,8 @@ void NodeCache::WriteStage::Write(const uint8_t* data, size_t len, uint64_t offs
     if (it == blocks_.end()) {
       // A new block: within the budget, and not on a device under its free share (looked at
       // every 16th block).
-      if (staged_ + kNodeCacheBlock > budget_ || MonoMillis() < cache_->low_until_ms_.load() ||
+      if (cache_->StagedBytes() + kNodeCacheBlock > budget_ ||
+          MonoMillis() < cache_->low_until_ms_.load() ||
           (blocks_.size() % 16 == 0 && cache_->options_.min_free_ratio > 0 &&
            cache_->DeviceLow(kNodeCacheBlock))) {
         skipped_.insert(index);
@@ -632,6 +649,7 @@ void NodeCache::WriteStage::Write(const uint8_t* data, size_t len, uint64_t offs
       }
       it = blocks_.emplace(index, std::move(b)).first;
       staged_ += kNodeCacheBlock;
+      cache_->Staged(static_cast<int64_t>(kNodeCacheBlock));
     }
     Block& b = it->second;
     if (::pwrite(b.fd, src, n, static_cast<off_t>(kDataAt + in)) != static_cast<ssize_t>(n)) {
@@ -701,6 +719,7 @@ size_t NodeCache::WriteStage::Commit(uint64_t data_version, uint64_t size) {
     }
     ::close(b.fd);
     b.fd = -1;
+    cache_->Staged(-static_cast<int64_t>(kNodeCacheBlock));
     cache_->Added(file_bytes);
     cache_->Count(kWritten, 1);
     cache_->Count(kWrittenBytes, len);
@@ -712,27 +731,48 @@ size_t NodeCache::WriteStage::Commit(uint64_t data_version, uint64_t size) {
   return cached;
 }
 
+namespace {
+
+// Takes flock `op` on a lock file, retrying on EINTR; 0 or -1.
+int FlockRetry(int fd, int op) {
+  int rc;
+  do {
+    rc = ::flock(fd, op);
+  } while (rc != 0 && errno == EINTR);
+  return rc;
+}
+
+}  // namespace
+
+std::string NodeCache::LockPath(const Fid& fid, uint64_t data_version, uint64_t index) const {
+  const uint64_t h = FidHash()(fid) ^ (data_version * 0x9E3779B97F4A7C15ull) ^ (index * 31);
+  return fmt::format("{}/locks/{:04}", options_.dir, h % static_cast<uint64_t>(kLockStripes));
+}
+
 NodeCache::FillLock NodeCache::LockFill(const Fid& fid,
                                         uint64_t data_version,
                                         uint64_t index,
                                         bool wait) {
-  const uint64_t h = FidHash()(fid) ^ (data_version * 0x9E3779B97F4A7C15ull) ^ (index * 31);
-  const std::string path =
-      fmt::format("{}/locks/{:04}", options_.dir, h % static_cast<uint64_t>(kLockStripes));
+  const std::string path = LockPath(fid, data_version, index);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
     return FillLock();
   }
-  int rc;
-  do {
-    rc = ::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB));
-  } while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
+  if (FlockRetry(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
     ::close(fd);
     return FillLock();
   }
   return FillLock(fd);
+}
+
+void NodeCache::WaitFill(const Fid& fid, uint64_t data_version, uint64_t index) {
+  const std::string path = LockPath(fid, data_version, index);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return;
+  FlockRetry(fd, LOCK_SH);
+  ::close(fd);  // drops the shared lock
 }
 
 bool NodeCache::ParseBlockPath(const fs::path& p, Key* key) {
@@ -838,6 +878,7 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
   std::lock_guard<std::mutex> lock(scan_mu_);
   std::vector<ScanEntry> entries;
   uint64_t total = 0;
+  int64_t staged = 0;  // blocks of live writers' stages (named after data version 0)
   std::error_code ec;
   const fs::path root = fs::path(options_.dir) / "blocks";
   for (auto it = fs::recursive_directory_iterator(root, ec);
@@ -848,7 +889,9 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
     const std::string name = it->path().filename().string();
     if (const long owner = TempOwner(name); owner != 0) {
       if (!ProcessAlive(owner))
-        ::unlink(it->path().c_str());  // a filler that died mid-way
+        ::unlink(it->path().c_str());  // a filler or writer that died mid-way
+      else if (name.rfind("0-", 0) == 0)
+        staged += static_cast<int64_t>(kNodeCacheBlock);
       continue;
     }
     ScanEntry e{int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec,
@@ -892,6 +935,7 @@ Result<uint64_t> NodeCache::Scan(uint64_t evict_to,
   if (shared_ != nullptr) {
     shared_->used.store(total);
     shared_->used_valid.store(1);
+    shared_->staged.store(staged);  // corrects what writers that died left counted
   }
   since_scan_ = 0;
   return total;

@@ -125,6 +125,9 @@ class NodeCache {
   // Waits for the lock (blocking). `wait` false: returns a FillLock not held if another
   // process or thread holds it.
   FillLock LockFill(const Fid& fid, uint64_t data_version, uint64_t index, bool wait = true);
+  // Waits until no one holds the block's fill lock (a shared lock, taken and dropped), so the
+  // readers waiting for one fill all go on at once instead of taking turns.
+  void WaitFill(const Fid& fid, uint64_t data_version, uint64_t index);
 
   // Removes least recently used blocks until the cache holds at most `target` bytes and the
   // device has its free ratio and `room` bytes more; returns how many bytes went.
@@ -198,6 +201,7 @@ class NodeCache {
  private:
   explicit NodeCache(const NodeCacheOptions& options) : options_(options) {}
   std::string BlockPath(const Fid& fid, uint64_t data_version, uint64_t index) const;
+  std::string LockPath(const Fid& fid, uint64_t data_version, uint64_t index) const;
   std::string FidDir(const Fid& fid) const;
   // One line per minute at most for failures of the cache itself.
   void Complain(const std::string& what);
@@ -211,6 +215,10 @@ class NodeCache {
   int CreateTemp(const std::string& path, std::string* tmp);
   // A block file of `file_bytes` put in place.
   void Added(uint64_t file_bytes);
+  // Write-through staging of every process of the cache (shared), or of this one.
+  void Staged(int64_t delta);
+  uint64_t StagedBytes() const;
+  std::atomic<int64_t> staged_local_{0};
   // Scans the blocks: total bytes, and (when `evict_to` is not UINT64_MAX) removes the least
   // recently used until at most that many bytes remain and the device has its free ratio.
   Result<uint64_t> Scan(uint64_t evict_to, uint64_t room, uint64_t* removed, uint64_t* blocks);

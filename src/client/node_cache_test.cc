@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -277,6 +280,76 @@ TEST_F(NodeCacheTest, OneFillOfABlockAtATime) {
   EXPECT_FALSE(c->LockFill(fid_, 1, 0, /*wait=*/false).held());
   a = NodeCache::FillLock();
   EXPECT_TRUE(c->LockFill(fid_, 1, 0, /*wait=*/false).held());
+}
+
+// Write-through staging: a commit caches the blocks written whole (the last up to the size)
+// under the version it is given and removes every staged file; all writers of the directory
+// together stage at most half the cache, counted in the shared stats.
+TEST_F(NodeCacheTest, StagedWritesAreCommittedWholeAndBoundedAcrossWriters) {
+  auto c = Open(4 * kNodeCacheBlock + 8 * 4096);      // room for 4 blocks: 2 may be staged
+  auto other = Open(4 * kNodeCacheBlock + 8 * 4096);  // another process's view of the directory
+  const std::vector<uint8_t> data = Bytes(2 * kNodeCacheBlock + 100, 8);
+  auto a = c->StageWrites(fid_);
+  a->Write(data.data(), 3000, 0);                                // block 0 in two pieces
+  a->Write(data.data() + 3000, kNodeCacheBlock - 3000, 3000);    // ... now whole
+  a->Write(data.data() + kNodeCacheBlock, 10, kNodeCacheBlock);  // block 1: 10 bytes only
+  EXPECT_EQ(a->staged(), 2 * kNodeCacheBlock);
+  // The budget is spent: another writer stages nothing now.
+  const Fid fid2{0x999, 0, 0};
+  auto b = other->StageWrites(fid2);
+  b->Write(data.data(), 4096, 0);
+  EXPECT_EQ(b->staged(), 0u);
+  EXPECT_EQ(a->Commit(7, data.size()), 1u);            // block 1 was not written whole
+  EXPECT_TRUE(Files().size() == 1) << Files().size();  // staged files gone, one block cached
+  std::vector<uint8_t> got(kNodeCacheBlock);
+  ASSERT_TRUE(c->Get(fid_, 7, 0, got.data()).ok());
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
+  EXPECT_EQ(c->Get(fid_, 7, 1, got.data()).status().code(), StatusCode::kNotFound);
+  // A block left out stays out for that stage (it could not be whole any more)...
+  b->Write(data.data(), 4096, 0);
+  EXPECT_EQ(b->staged(), 0u);
+  // ... but a new one stages, and a short last block is cached up to the size.
+  b = other->StageWrites(fid2);
+  b->Write(data.data(), 4096, 0);
+  EXPECT_EQ(b->staged(), kNodeCacheBlock);
+  EXPECT_EQ(b->Commit(3, 4096), 1u);
+  auto n = other->Get(fid2, 3, 0, got.data());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 4096u);
+  // A stage dropped without a commit leaves nothing.
+  {
+    auto d = c->StageWrites(fid2);
+    d->Write(data.data(), 100, 0);
+  }
+  EXPECT_EQ(Files().size(), 2u);
+  auto st = c->Stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->counters.written, 2u);
+  EXPECT_EQ(st->counters.written_bytes, kNodeCacheBlock + 4096);
+}
+
+// Readers waiting for a fill wait together: WaitFill returns once the filler lets go, for
+// every waiter at once (a shared lock), and right away when no fill runs.
+TEST_F(NodeCacheTest, ReadersWaitForAFillTogether) {
+  auto c = Open();
+  c->WaitFill(fid_, 1, 0);  // no fill: returns
+  NodeCache::FillLock filler = c->LockFill(fid_, 1, 0);
+  ASSERT_TRUE(filler.held());
+  std::atomic<int> through{0};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&] {
+      c->WaitFill(fid_, 1, 0);
+      through.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(through.load(), 0);  // the fill still runs
+  filler = NodeCache::FillLock();
+  for (auto& t : waiters)
+    t.join();
+  EXPECT_EQ(through.load(), 3);
+  EXPECT_TRUE(c->LockFill(fid_, 1, 0, /*wait=*/false).held());  // no waiter kept it
 }
 
 TEST_F(NodeCacheTest, AMissingDeviceIsAMissNeverAFailedRead) {
