@@ -406,8 +406,11 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
     const size_t end = whole ? len : static_cast<size_t>(std::min<uint64_t>(len, offset + want));
     const size_t s1 = Slices(end);  // one past the last slice
     const size_t span = std::min(len, s1 * kSlice) - s0 * kSlice;
+    // A range of whole slices (a 4 KiB-aligned read) is read and checked in place, as a whole
+    // block is; only a range that cuts a slice goes through the scratch buffer.
+    const bool in_place = whole || (offset % kSlice == 0 && (end % kSlice == 0 || end == len));
     uint8_t* into = dst;
-    if (!whole) {
+    if (!in_place) {
       if (!scratch)
         scratch.reset(new uint8_t[kNodeCacheBlock]);
       into = scratch.get();
@@ -423,7 +426,7 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
       }
     }
     copied = end - (whole ? 0 : offset);
-    if (bad.ok() && !whole)
+    if (bad.ok() && !in_place)
       std::memcpy(dst, into + (offset - s0 * kSlice), copied);
     *length = len;
     // Recently used (eviction is by mtime); once a second per block is enough.
@@ -822,6 +825,7 @@ void NodeCache::SetPlan(const std::vector<BlockRef>& order) {
     plan[Key{order[i].fid, order[i].data_version, order[i].index}].positions.push_back(i);
   std::lock_guard<std::mutex> lock(plan_mu_);
   plan_ = std::move(plan);
+  has_plan_.store(!plan_.empty(), std::memory_order_release);
 }
 
 uint64_t NodeCache::NextUse(const Key& key) {
@@ -833,6 +837,9 @@ uint64_t NodeCache::NextUse(const Key& key) {
 }
 
 void NodeCache::Used(const Key& key) {
+  // Every hit comes here: without a plan, no lock shared by every reading thread.
+  if (!has_plan_.load(std::memory_order_acquire))
+    return;
   std::lock_guard<std::mutex> lock(plan_mu_);
   if (plan_.empty())
     return;

@@ -278,6 +278,7 @@ class NodeCache {
   };
   std::mutex plan_mu_;
   std::unordered_map<Key, PlanUses, KeyHash> plan_;  // empty: LRU
+  std::atomic<bool> has_plan_{false};                // !plan_.empty(), read without plan_mu_
   // The position of the block's next use in the plan; UINT64_MAX when the plan does not need it
   // again (or there is no plan).
   uint64_t NextUse(const Key& key);
