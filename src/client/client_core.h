@@ -74,8 +74,10 @@ struct Node {
 
   std::mutex mu;
   std::shared_ptr<const FileLayout> layout;  // CIUIC_GUARDED_BY(mu)
-  uint64_t size = 0;                         // best known size: the MDS's, extended by local writes
-  uint64_t trunc_epoch = 0;                  // as last seen from the MDS
+  // Best known size: the MDS's, extended by local writes. Written under mu; atomic so that a
+  // read takes it without the lock.
+  std::atomic<uint64_t> size{0};
+  uint64_t trunc_epoch = 0;  // as last seen from the MDS
   uint64_t data_version = 0;
   // The file is excluded from node caches (Attr.no_node_cache, as last seen from the MDS).
   std::atomic<bool> no_node_cache{false};
@@ -111,16 +113,21 @@ struct Node {
   uint64_t AddFlusher(Flusher f) {
     std::lock_guard<std::mutex> lock(flush_mu);
     flushers.emplace(next_flusher, std::move(f));
+    flusher_count.store(flushers.size(), std::memory_order_release);
     return next_flusher++;
   }
   void RemoveFlusher(uint64_t id) {
     std::lock_guard<std::mutex> lock(flush_mu);
     flushers.erase(id);
+    flusher_count.store(flushers.size(), std::memory_order_release);
   }
   // Flushes the overlapping buffered bytes of every handle except the one registered as `except`.
   // With !may_wait (network threads) returns false if some handle was busy: the caller must then
   // redo this with may_wait on a thread that may block.
   bool FlushOverlapping(uint64_t offset, uint64_t len, bool may_wait, uint64_t except = 0) {
+    // A file no handle of this client writes (the common read) takes no lock.
+    if (flusher_count.load(std::memory_order_acquire) == 0)
+      return true;
     std::vector<Flusher> all;
     {
       std::lock_guard<std::mutex> lock(flush_mu);
@@ -140,6 +147,7 @@ struct Node {
  private:
   std::mutex flush_mu;
   std::map<uint64_t, Flusher> flushers;  // CIUIC_GUARDED_BY(flush_mu)
+  std::atomic<size_t> flusher_count{0};  // flushers.size()
   uint64_t next_flusher = 1;             // CIUIC_GUARDED_BY(flush_mu)
 };
 

@@ -295,7 +295,7 @@ Result<FileStat> ClientImpl::StatImpl(const std::string& path, bool follow) {
   if (auto node = core_->FindNode(Fid{s.ino, s.fid_mds, s.fid_ver})) {
     std::lock_guard<std::mutex> lock(node->mu);
     if (node->size_dirty)
-      s.size = std::max(s.size, node->size);
+      s.size = std::max<uint64_t>(s.size, node->size);
   }
   return s;
 }

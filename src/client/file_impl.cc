@@ -79,11 +79,10 @@ Status OpenFile::CheckOpen(bool write, std::optional<uint64_t>* cache_dv) const 
   const bool cacheable = cache_dv != nullptr && core_->node_cache() != nullptr &&
                          !options_.no_node_cache && !writable() &&
                          !node_->no_node_cache.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closed_)
+  if (closed_.load(std::memory_order_acquire))
     return Status::InvalidArgument(fmt::format("{}: file is closed", path_));
-  if (cacheable && !wrote_)
-    *cache_dv = seen_data_version_;
+  if (cacheable && !wrote_.load(std::memory_order_acquire))
+    *cache_dv = seen_data_version_.load(std::memory_order_acquire);
   if (write && !writable()) {
     return Status::PermissionDenied(fmt::format("{}: not open for writing", path_));
   }
@@ -226,7 +225,7 @@ void OpenFile::WriteRange(const uint8_t* src,
   node_->write_gen++;
   {
     std::lock_guard<std::mutex> lock(node_->mu);
-    node_->size = std::max(node_->size, offset + len);
+    node_->size = std::max<uint64_t>(node_->size, offset + len);
     node_->size_dirty = true;
     node_->unsynced_data = true;
     node_->mtime = NowTimespec();
@@ -489,7 +488,7 @@ Result<size_t> OpenFile::Pwrite(const void* buf, size_t len, uint64_t offset) {
     node_->write_gen++;
     {
       std::lock_guard<std::mutex> nlock(node_->mu);
-      node_->size = std::max(node_->size, offset + len);
+      node_->size = std::max<uint64_t>(node_->size, offset + len);
       node_->size_dirty = true;
       node_->unsynced_data = true;
       node_->mtime = NowTimespec();

@@ -181,8 +181,10 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
 
   std::mutex pos_mu_;      // makes Read/Write/Seek at the file position atomic
   mutable std::mutex mu_;  // state below
-  bool closed_ = false;
-  bool wrote_ = false;
+  // Written under mu_; atomic so that a read's checks (CheckOpen) take no lock: the threads of
+  // a random-read job share one handle.
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> wrote_{false};
   // Write-through (node cache): what this handle writes, staged until its close says under
   // which data version it may be cached; dropped by a truncate or an allocation through it.
   std::shared_ptr<NodeCache::WriteStage> stage_;
@@ -220,8 +222,8 @@ class OpenFile : public std::enable_shared_from_this<OpenFile> {
   std::condition_variable ra_cv_;
   ReadaheadPolicy ra_;
   std::map<uint64_t, std::shared_ptr<Chunk>> chunks_;
-  uint64_t seen_data_version_ = 0;
-  uint64_t flusher_id_ = 0;  // set once by RegisterFlusher
+  std::atomic<uint64_t> seen_data_version_{0};  // written under mu_, as closed_
+  uint64_t flusher_id_ = 0;                     // set once by RegisterFlusher
 };
 
 class FileImpl : public File {

@@ -383,11 +383,7 @@ Result<size_t> OpenFile::Pread(void* buf, size_t len, uint64_t offset) {
   CIUIC_RETURN_IF_ERROR(CheckOpen(false, &cache_dv));
   if (len == 0)
     return size_t{0};
-  uint64_t size;
-  {
-    std::lock_guard<std::mutex> lock(node_->mu);
-    size = node_->size;
-  }
+  const uint64_t size = node_->size.load(std::memory_order_acquire);
   if (offset >= size)
     return size_t{0};
   const uint64_t n = std::min<uint64_t>(len, size - offset);

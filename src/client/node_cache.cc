@@ -282,39 +282,44 @@ Result<size_t> NodeCache::Get(
   return got;
 }
 
-std::shared_ptr<NodeCache::OpenBlock> NodeCache::FindOpen(const Key& key) {
-  // Hits take the map's lock shared and stamp the block: the 8 readers of a random-read job do
-  // not queue on one mutex to reorder a list.
-  std::shared_lock<std::shared_mutex> lock(open_mu_);
-  auto it = open_.find(key);
-  if (it == open_.end())
+std::shared_ptr<NodeCache::OpenBlock> NodeCache::FindOpen(const Key& key, int64_t now) {
+  // Hits take their shard's lock shared and stamp the block only when its stamp is older than
+  // `now`: the threads of a random-read job neither queue on one mutex nor write one line.
+  OpenShard& shard = ShardOf(key);
+  std::shared_lock<std::shared_mutex> lock(shard.mu);
+  auto it = shard.blocks.find(key);
+  if (it == shard.blocks.end())
     return nullptr;
-  it->second->used.store(open_clock_.fetch_add(1, std::memory_order_relaxed),
-                         std::memory_order_relaxed);
+  if (it->second->used.load(std::memory_order_relaxed) != now)
+    it->second->used.store(now, std::memory_order_relaxed);
   return it->second;
 }
 
 void NodeCache::ForgetOpen(const Key& key) {
-  std::unique_lock<std::shared_mutex> lock(open_mu_);
-  open_.erase(key);
+  OpenShard& shard = ShardOf(key);
+  std::unique_lock<std::shared_mutex> lock(shard.mu);
+  shard.blocks.erase(key);
 }
 
-void NodeCache::SweepOpen() {
-  const int64_t now = MonoMillis();
-  int64_t last = last_sweep_ms_.load();
+void NodeCache::SweepOpen(int64_t now) {
+  int64_t last = last_sweep_ms_.load(std::memory_order_relaxed);
   if (now - last < 1000 || !last_sweep_ms_.compare_exchange_strong(last, now))
     return;
-  std::unique_lock<std::shared_mutex> lock(open_mu_);
-  for (auto it = open_.begin(); it != open_.end();) {
-    struct stat st;
-    const bool gone = ::fstat(it->second->fd, &st) != 0 || st.st_nlink == 0;
-    it = gone ? open_.erase(it) : std::next(it);
+  for (OpenShard& shard : open_) {
+    std::unique_lock<std::shared_mutex> lock(shard.mu);
+    for (auto it = shard.blocks.begin(); it != shard.blocks.end();) {
+      struct stat st;
+      const bool gone = ::fstat(it->second->fd, &st) != 0 || st.st_nlink == 0;
+      it = gone ? shard.blocks.erase(it) : std::next(it);
+    }
   }
 }
 
 void NodeCache::ForgetAllOpen() {
-  std::unique_lock<std::shared_mutex> lock(open_mu_);
-  open_.clear();
+  for (OpenShard& shard : open_) {
+    std::unique_lock<std::shared_mutex> lock(shard.mu);
+    shard.blocks.clear();
+  }
 }
 
 NodeCache::OpenBlock::~OpenBlock() {
@@ -322,8 +327,8 @@ NodeCache::OpenBlock::~OpenBlock() {
     ::close(fd);
 }
 
-Result<std::shared_ptr<NodeCache::OpenBlock>> NodeCache::Load(const Key& key) {
-  if (auto b = FindOpen(key))
+Result<std::shared_ptr<NodeCache::OpenBlock>> NodeCache::Load(const Key& key, int64_t now) {
+  if (auto b = FindOpen(key, now))
     return b;
   const std::string path = BlockPath(key.fid, key.data_version, key.index);
   auto b = std::make_shared<OpenBlock>();
@@ -348,23 +353,25 @@ Result<std::shared_ptr<NodeCache::OpenBlock>> NodeCache::Load(const Key& key) {
   for (size_t s = 0; s < slices; ++s)
     b->crcs[s] = GetLe<uint32_t>(meta + kHeader + 4 * s);
   b->data_offset = kHeader + 4 * slices;
-  b->used = open_clock_.fetch_add(1, std::memory_order_relaxed);
-  std::unique_lock<std::shared_mutex> lock(open_mu_);
-  auto [it, fresh] = open_.emplace(key, b);
+  b->used = now;
+  OpenShard& shard = ShardOf(key);
+  const size_t max_open = std::max<size_t>(1, max_open_ / kOpenShards);
+  std::unique_lock<std::shared_mutex> lock(shard.mu);
+  auto [it, fresh] = shard.blocks.emplace(key, b);
   if (!fresh)
     return it->second;  // another thread loaded it meanwhile
-  if (open_.size() > max_open_) {
-    // Close the least recently used eighth at once, so this is rare.
-    std::vector<std::pair<uint64_t, Key>> by_use;
-    by_use.reserve(open_.size());
-    for (const auto& [k, ob] : open_)
+  if (shard.blocks.size() > max_open) {
+    // Close the shard's least recently used eighth at once, so this is rare.
+    std::vector<std::pair<int64_t, Key>> by_use;
+    by_use.reserve(shard.blocks.size());
+    for (const auto& [k, ob] : shard.blocks)
       by_use.emplace_back(ob->used.load(std::memory_order_relaxed), k);
-    const size_t drop = std::max<size_t>(1, open_.size() - max_open_ + max_open_ / 8);
+    const size_t drop = std::max<size_t>(1, shard.blocks.size() - max_open + max_open / 8);
     std::nth_element(by_use.begin(), by_use.begin() + static_cast<std::ptrdiff_t>(drop - 1),
                      by_use.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     for (size_t i = 0; i < drop; ++i) {
       if (!(by_use[i].second == key))
-        open_.erase(by_use[i].second);
+        shard.blocks.erase(by_use[i].second);
     }
   }
   return b;
@@ -383,9 +390,10 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
   // (a 4 KiB read of a cached block reads and checks 4 KiB, not 1 MiB). A block another
   // process evicts meanwhile still reads whole from the open file.
   // Blocks another process evicted hold their space while open here: closed within a second.
-  SweepOpen();
+  const int64_t now = MonoMillis();
+  SweepOpen(now);
   const Key key{fid, data_version, index};
-  Result<std::shared_ptr<OpenBlock>> loaded = Load(key);
+  Result<std::shared_ptr<OpenBlock>> loaded = Load(key, now);
   thread_local std::unique_ptr<uint8_t[]> scratch;
   Status bad;
   size_t copied = 0;
@@ -429,9 +437,11 @@ Result<size_t> NodeCache::GetRange(const Fid& fid,
     if (bad.ok() && !in_place)
       std::memcpy(dst, into + (offset - s0 * kSlice), copied);
     *length = len;
-    // Recently used (eviction is by mtime); once a second per block is enough.
-    const int64_t now = MonoMillis();
-    if (bad.ok() && now - (*loaded)->touched_ms.exchange(now) > 1000)
+    // Recently used (eviction is by mtime); once a second per block is enough, and a hit
+    // within it writes nothing shared.
+    std::atomic<int64_t>& touched = (*loaded)->touched_ms;
+    if (int64_t t = touched.load(std::memory_order_relaxed);
+        bad.ok() && now - t > 1000 && touched.compare_exchange_strong(t, now))
       ::futimens(b.fd, nullptr);
   }
   if (!bad.ok()) {

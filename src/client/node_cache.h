@@ -229,8 +229,8 @@ class NodeCache {
     size_t length = 0;
     uint64_t data_offset = 0;
     std::vector<uint32_t> crcs;
-    std::atomic<int64_t> touched_ms{0};
-    std::atomic<uint64_t> used{0};  // open_clock_ at its last hit
+    std::atomic<int64_t> touched_ms{0};  // its file's mtime last set (MonoMillis)
+    std::atomic<int64_t> used{0};        // MonoMillis at its last hit
     ~OpenBlock();
   };
   // Open blocks kept per process: 1024, or a quarter of the descriptor limit when lower.
@@ -247,20 +247,28 @@ class NodeCache {
     }
   };
   // The open block at `path` (opened, checked and remembered on first use); NotFound when it
-  // is not cached, kCorruption when its header is bad.
-  Result<std::shared_ptr<OpenBlock>> Load(const Key& key);
-  std::shared_ptr<OpenBlock> FindOpen(const Key& key);
+  // is not cached, kCorruption when its header is bad. `now` is MonoMillis().
+  Result<std::shared_ptr<OpenBlock>> Load(const Key& key, int64_t now);
+  std::shared_ptr<OpenBlock> FindOpen(const Key& key, int64_t now);
   void ForgetOpen(const Key& key);
   void ForgetAllOpen();
   // Closes open blocks whose files were removed (evicted by another process), at most once a
   // second.
-  void SweepOpen();
+  void SweepOpen(int64_t now);
   std::atomic<int64_t> last_sweep_ms_{0};
 
   NodeCacheOptions options_;
-  std::shared_mutex open_mu_;
-  std::unordered_map<Key, std::shared_ptr<OpenBlock>, KeyHash> open_;
-  std::atomic<uint64_t> open_clock_{0};
+  // The open blocks, in shards of their own lock and cache line: the threads of a random-read
+  // job find their blocks without taking one lock word in turn.
+  static constexpr size_t kOpenShards = 16;
+  struct alignas(64) OpenShard {
+    std::shared_mutex mu;
+    std::unordered_map<Key, std::shared_ptr<OpenBlock>, KeyHash> blocks;
+  };
+  OpenShard open_[kOpenShards];
+  OpenShard& ShardOf(const Key& key) {
+    return open_[(KeyHash()(key) * 0x9E3779B97F4A7C15ull) >> 60];
+  }
   std::atomic<uint64_t> used_{0};        // estimate: last scan plus this process's puts
   std::atomic<uint64_t> since_scan_{0};  // bytes this process put since the last scan
   std::atomic<uint64_t> hits_{0}, misses_{0}, corrupt_{0};

@@ -63,7 +63,7 @@ void RefreshNode(Node* node, const pb::Attr& attr, const pb::Layout* layout) {
   if (fresh && (!node->layout || CountInstantiated(*fresh) >= CountInstantiated(*node->layout))) {
     node->layout = std::move(fresh);
   }
-  node->size = node->size_dirty ? std::max(node->size, attr.size()) : attr.size();
+  node->size = node->size_dirty ? std::max<uint64_t>(node->size, attr.size()) : attr.size();
   node->trunc_epoch = attr.trunc_epoch();
   node->data_version = attr.data_version();
   node->no_node_cache.store(attr.no_node_cache());
