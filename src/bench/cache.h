@@ -36,6 +36,9 @@ struct CacheOptions {
 //                         empty cache: bytes the OSSes read, / the file's size (<= 1.1)
 //   cache_ranks<N>_time, nocache_ranks<N>_ost_bytes   the time of that; the same without the
 //                         cache (N times the file)
+//   local_ranks<N>_pagecache_time   N readers of the local file at once, every byte already in
+//                         the page cache: the memory work alone (copy and check) of N loads,
+//                         the floor under cache_ranks<N>_time on this machine
 // Every byte read is checked. Removes the files and the cache after.
 Status RunCachePhase(const CacheOptions& o, Report* report);
 

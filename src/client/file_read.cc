@@ -348,10 +348,9 @@ Result<size_t> OpenFile::ReadViaNodeCache(
     bool done_block = hit();
     NodeCache::FillLock lock;
     for (int attempt = 0; !done_block && attempt < 2; ++attempt) {
-      lock = nc->LockFill(fid, dv, idx, /*wait=*/false);
+      lock = nc->LockOrWaitFill(fid, dv, idx);
       if (lock.held())
         break;
-      nc->WaitFill(fid, dv, idx);
       done_block = hit();
     }
     if (!done_block) {

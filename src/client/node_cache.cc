@@ -353,6 +353,13 @@ Result<std::shared_ptr<NodeCache::OpenBlock>> NodeCache::Load(const Key& key, in
   for (size_t s = 0; s < slices; ++s)
     b->crcs[s] = GetLe<uint32_t>(meta + kHeader + 4 * s);
   b->data_offset = kHeader + 4 * slices;
+  // A block filled within the last second needs no new mtime at its first hit here (each of N
+  // ranks reading a block just filled would otherwise write its inode once more).
+  struct stat st;
+  if (::fstat(b->fd, &st) == 0 && WallMillis() - (static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 +
+                                                  st.st_mtim.tv_nsec / 1000000) <
+                                      1000)
+    b->touched_ms = now;
   b->used = now;
   OpenShard& shard = ShardOf(key);
   const size_t max_open = std::max<size_t>(1, max_open_ / kOpenShards);
@@ -786,6 +793,22 @@ void NodeCache::WaitFill(const Fid& fid, uint64_t data_version, uint64_t index) 
     return;
   FlockRetry(fd, LOCK_SH);
   ::close(fd);  // drops the shared lock
+}
+
+NodeCache::FillLock NodeCache::LockOrWaitFill(const Fid& fid,
+                                              uint64_t data_version,
+                                              uint64_t index) {
+  const std::string path = LockPath(fid, data_version, index);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
+    return FillLock();
+  }
+  if (FlockRetry(fd, LOCK_EX | LOCK_NB) == 0)
+    return FillLock(fd);
+  FlockRetry(fd, LOCK_SH);
+  ::close(fd);  // drops the shared lock
+  return FillLock();
 }
 
 bool NodeCache::ParseBlockPath(const fs::path& p, Key* key) {

@@ -128,6 +128,9 @@ class NodeCache {
   // Waits until no one holds the block's fill lock (a shared lock, taken and dropped), so the
   // readers waiting for one fill all go on at once instead of taking turns.
   void WaitFill(const Fid& fid, uint64_t data_version, uint64_t index);
+  // LockFill without waiting, and when another holds the lock, WaitFill, on one open of the
+  // lock file: a held lock, or one not held once the other filler let go.
+  FillLock LockOrWaitFill(const Fid& fid, uint64_t data_version, uint64_t index);
 
   // Removes least recently used blocks until the cache holds at most `target` bytes and the
   // device has its free ratio and `room` bytes more; returns how many bytes went.

@@ -358,6 +358,34 @@ TEST_F(NodeCacheTest, ReadersWaitForAFillTogether) {
   EXPECT_TRUE(c->LockFill(fid_, 1, 0, /*wait=*/false).held());  // no waiter kept it
 }
 
+// LockOrWaitFill: the lock when no one fills; otherwise a wait for the filler, every waiter at
+// once, and no lock.
+TEST_F(NodeCacheTest, LockOrWaitFillTakesAFreeLockAndWaitsOutAHeldOne) {
+  auto c = Open();
+  NodeCache::FillLock filler = c->LockOrWaitFill(fid_, 1, 0);
+  ASSERT_TRUE(filler.held());
+  std::atomic<int> through{0}, held{0};
+  std::atomic<bool> released{false};
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&] {
+      const bool late = released.load();  // a slow thread may only start after the fill
+      if (c->LockOrWaitFill(fid_, 1, 0).held() && !late)
+        held.fetch_add(1);
+      through.fetch_add(1);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(through.load(), 0);  // the fill still runs
+  released = true;
+  filler = NodeCache::FillLock();
+  for (auto& t : waiters)
+    t.join();
+  EXPECT_EQ(through.load(), 3);
+  EXPECT_EQ(held.load(), 0);  // those that came during the fill waited; none took the lock
+  EXPECT_TRUE(c->LockOrWaitFill(fid_, 1, 0).held());  // and none kept it
+}
+
 TEST_F(NodeCacheTest, AMissingDeviceIsAMissNeverAFailedRead) {
   auto c = Open();
   std::vector<uint8_t> data = Bytes(8192, 6);
