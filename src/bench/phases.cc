@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/cpu_use.h"
 #include "common/config.h"
 
 namespace ciuic::bench {
@@ -222,10 +223,12 @@ Status RunRandPhase(Target& t, const PhaseContext& ctx) {
   CIUIC_RETURN_IF_ERROR(WriteDataFile(t, path, size));
   ctx.drop_caches();
   CIUIC_ASSIGN_OR_RETURN(auto f, t.Open(path, false, 0));
+  const CpuUse cpu0 = ReadCpuUse();
   auto start = Clock::now();
   auto ops =
       f->RandomReads(size, o.qd, o.batch, o.rand_seconds, 1234 + static_cast<uint64_t>(ctx.run));
   double secs = Seconds(start, Clock::now());
+  const CpuUse cpu = ReadCpuUse() - cpu0;
   f->Close().IgnoreError();      // read-only: nothing to lose
   t.Unlink(path).IgnoreError();  // cleanup
   CIUIC_RETURN_IF_ERROR(ops.status());
@@ -234,8 +237,12 @@ Status RunRandPhase(Target& t, const PhaseContext& ctx) {
   m.extra["qd"] = o.qd;
   m.extra["batch"] = o.batch;
   m.extra["file_bytes"] = size;
-  ctx.progress(fmt::format("{} rand 4 KiB QD{} batch {}: {:.0f} IOPS over {}", t.name(), o.qd,
-                           o.batch, iops, FormatSize(size)));
+  ReportCpuPerOp(ctx.report, "rand", "rand_read_4k", t.name(), cpu, static_cast<double>(*ops));
+  ctx.progress(fmt::format(
+      "{} rand 4 KiB QD{} batch {}: {:.0f} IOPS over {}; per read {:.1f} us CPU ({:.1f} in this "
+      "process), {:.2f} context switches",
+      t.name(), o.qd, o.batch, iops, FormatSize(size), cpu.machine_s * 1e6 / *ops,
+      cpu.self_s * 1e6 / *ops, static_cast<double>(cpu.machine_cs) / *ops));
   return Status::OK();
 }
 
@@ -324,11 +331,18 @@ Status RunMetaPhase(Target& t, const PhaseContext& ctx) {
     auto name = [&](int c, int k) { return fmt::format("{}/c{}-f{:07d}", dir_of(c), c, k); };
     ctx.drop_caches();
     // One step = every client does its part; the step's time ends when the last client is done.
+    // The CPU time and context switches of each step go to `cpu[op]`.
+    enum { kCreate, kStat, kReaddir, kUnlink };
+    CpuUse cpu[4];
+    int op = kCreate;
     auto step = [&](const std::function<Status(Target&, int)>& fn) -> Result<double> {
+      const CpuUse c0 = ReadCpuUse();
       auto a = Clock::now();
       CIUIC_RETURN_IF_ERROR(
           RunThreads(nc, [&](int c) { return fn(*clients[static_cast<size_t>(c)], c); }));
-      return Seconds(a, Clock::now());
+      const double secs = Seconds(a, Clock::now());
+      cpu[op++] = ReadCpuUse() - c0;
+      return secs;
     };
     CIUIC_ASSIGN_OR_RETURN(double tc, step([&](Target& ct, int c) -> Status {
                              for (int k = 0; k < n; ++k)
@@ -358,6 +372,9 @@ Status RunMetaPhase(Target& t, const PhaseContext& ctx) {
                              return Status::OK();
                            }));
     const double ops = static_cast<double>(n) * nc;
+    for (auto [i, what] : {std::pair{kCreate, "create"}, {kStat, "stat"}, {kUnlink, "unlink"}})
+      ReportCpuPerOp(ctx.report, "meta", fmt::format("meta_{}_{}", what, kind), t.name(), cpu[i],
+                     ops);
     ctx.report->Add("meta", "meta_create_" + kind, t.name(), ops / tc, "ops/s", true);
     ctx.report->Add("meta", "meta_stat_" + kind, t.name(), ops / ts, "ops/s", true);
     ctx.report->Add("meta", "meta_readdir_" + kind, t.name(), static_cast<double>(listed) / tr,
