@@ -13,12 +13,19 @@ import multiprocessing
 import os
 import posixpath
 import queue
+import random
 import threading
 import time
+import warnings
 
 import numpy as np
 
 from . import _ciuic
+
+try:  # CiuicDataLoader is a torch DataLoader where torch is installed (Debian's python3-torch)
+    from torch.utils.data import DataLoader as _TorchDataLoader
+except ImportError:  # pragma: no cover - the package itself works without torch
+    _TorchDataLoader = object
 
 __all__ = ["DirectoryDataset", "ShardDataset", "CiuicDataLoader", "epoch_order", "split_for_rank"]
 
@@ -226,21 +233,46 @@ def split_for_rank(order, cursor, rank, world_size):
     return order[cursor + rank::world_size]
 
 
-def _apply(transform, target_transform, collate_fn, raw, labels):
+def _apply(transform, target_transform, collate_fn, unbatched, raw, labels):
     samples = []
     for data, label in zip(raw, labels):
         x = transform(data) if transform is not None else data
         y = target_transform(label) if target_transform is not None else label
         samples.append((x, y))
+    if unbatched:  # batch_size=None: one sample at a time, converted rather than collated
+        return collate_fn(samples[0]) if collate_fn is not None else samples[0]
     return collate_fn(samples) if collate_fn is not None else samples
 
 
 _worker_fn = None
 
 
-def _worker_init(fn):
+def _worker_init(fn, init_fn=None, counter=None, num_workers=0, base_seed=0, dataset=None):
+    """A pool worker's start, as torch's workers start: an id (0..num_workers-1), the seeds
+    torch gives its workers (random and torch: base_seed + id; numpy: torch's mix of both), the
+    WorkerInfo that torch.utils.data.get_worker_info() returns, then the user's worker_init_fn."""
     global _worker_fn
     _worker_fn = fn
+    if counter is None:
+        return
+    with counter.get_lock():
+        worker_id = counter.value
+        counter.value += 1
+    seed = base_seed + worker_id
+    random.seed(seed)
+    np_seed = seed & 0xFFFFFFFF
+    try:
+        import torch
+        torch.manual_seed(seed)
+        from torch.utils.data._utils import worker as _tw
+        np_seed = _tw._generate_state(base_seed, worker_id)
+        _tw._worker_info = _tw.WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed,
+                                          dataset=dataset)
+    except (ImportError, AttributeError):  # no torch, or another torch's internals
+        pass
+    np.random.seed(np_seed)
+    if init_fn is not None:
+        init_fn(worker_id)
 
 
 def _worker_run(args):
@@ -570,61 +602,106 @@ class _RestoreAhead:
             self._cv.notify_all()
 
 
-class CiuicDataLoader:
-    """A drop-in for torch.utils.data.DataLoader over a DirectoryDataset or ShardDataset.
+class CiuicDataLoader(_TorchDataLoader):
+    """torch.utils.data.DataLoader, reading ciuic data sets ahead in each epoch's exact order.
 
-    Each item of the data set is (transform(bytes), target_transform(label)); batches are made
-    by collate_fn (torch's default_collate by default, which keeps bytes as a list).
-    Extra arguments: seed, locality_window (0: global shuffle), prefetch_bytes (memory budget of
-    the prefetch engine), prefetch (batches kept read ahead at least: raises the budget),
-    context (from ciuic.init_context(); its prefetch acts as prefetch), rank/world_size (default: torch.distributed if initialized, else 0/1),
-    io_depth (reads in flight, default 256), prefetch_factor (batches queued per worker),
-    restore_ahead (N: restore released sources ahead of the reader, N at once; 0 off) and
-    restore_distance (at most this many sources past those the reader began; 4 * N default).
+    It is a DataLoader (a subclass) and takes every argument of torch 1.13's, in its order:
+    dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
+    drop_last, timeout, worker_init_fn, multiprocessing_context, generator, and the keywords
+    prefetch_factor, persistent_workers and pin_memory_device, with torch's meaning. It is a
+    context manager, and close() stops its workers (persistent ones included).
+
+    Over a DirectoryDataset or ShardDataset the prefetch engine reads the epoch's samples ahead
+    in order. Each item is (transform(bytes), target_transform(label)); batches are made by
+    collate_fn (torch's default_collate by default, which keeps bytes as a list). The order:
+      - without sampler, batch_sampler or generator: ciuic's own, seeded and deterministic
+        (seed, shuffle, locality_window; set_epoch), split across ranks (rank/world_size,
+        default torch.distributed's when initialized), so len() is this rank's batches;
+      - with any of them: exactly the batches torch's would draw (the sampler's order, the
+        batch sampler's groups, the generator's shuffle), not split again across ranks (a
+        DistributedSampler does that).
+    Workers (num_workers > 0) run transform and collate_fn on bytes the parent already read,
+    started as torch starts its own: ids, seeds, get_worker_info() and worker_init_fn.
+    Any other data set is loaded by torch's own DataLoader code, with a one-line warning that
+    prefetch is off (ciuic's transform and target_transform are refused there: give them to
+    the data set).
+
+    ciuic's own keywords: seed, locality_window (0: global shuffle), prefetch_bytes (memory
+    budget of the prefetch engine), prefetch (batches kept read ahead at least: raises the
+    budget), context (from ciuic.init_context(); its prefetch acts as prefetch), rank and
+    world_size, io_depth (reads in flight, default 256), opener_threads, restore_ahead (N:
+    restore released sources ahead of the reader, N at once; 0 off) and restore_distance (at
+    most this many sources past those the reader began; 4 * N default). multiprocessing_context
+    defaults to "fork" for ciuic data sets (the client stays in the parent).
 
     IO stall: stats() reports, for the current or last epoch, how long the training loop waited
     on the loader (time blocked in iter() and next() until a batch was handed over: reading,
     and the transforms when they run in this process) against the epoch's wall time, as
     io_stall_s, epoch_s and stall_fraction; epoch_stats() lists every epoch so far.
 
-    Resume: state_dict() gives {"epoch", "cursor", "seed", ...}; cursor is the number of samples
-    of this epoch's global order the whole job has consumed (all ranks advance in lockstep, as
-    synchronous training does). load_state_dict() restarts on the next unseen sample, at any
-    number of workers or ranks.
+    Resume: state_dict() gives {"epoch", "cursor", "seed", ...}. In ciuic's order, cursor is the
+    number of samples of this epoch's global order the whole job has consumed (all ranks advance
+    in lockstep, as synchronous training does), and load_state_dict() restarts on the next
+    unseen sample at any number of workers or ranks. With a sampler, cursor counts this
+    loader's samples of the sampler's order, which must draw the same order again (seed it).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0, collate_fn=None,
-                 drop_last=False, pin_memory=False, transform=None, target_transform=None,
-                 seed=0, locality_window=0, prefetch_bytes=256 << 20, rank=None,
-                 world_size=None, io_depth=256, prefetch_factor=2, opener_threads=None,
-                 multiprocessing_context="fork", prefetch=None, context=None,
-                 restore_ahead=0, restore_distance=None):
-        if not isinstance(dataset, _Dataset):
-            raise TypeError("CiuicDataLoader takes a ciuic DirectoryDataset or ShardDataset")
-        if batch_size is None or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-        if num_workers < 0:
-            raise ValueError("num_workers must be >= 0")
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=2, persistent_workers=False, pin_memory_device="",
+                 transform=None, target_transform=None, seed=0, locality_window=0,
+                 prefetch_bytes=256 << 20, rank=None, world_size=None, io_depth=256,
+                 opener_threads=None, prefetch=None, context=None, restore_ahead=0,
+                 restore_distance=None):
+        accelerated = isinstance(dataset, _Dataset)
+        if not accelerated and (transform is not None or target_transform is not None):
+            raise TypeError("transform and target_transform apply to ciuic data sets; give them "
+                            f"to your {type(dataset).__name__}")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer or None, got {batch_size}")
         if prefetch is not None and prefetch < 0:
             raise ValueError("prefetch must be >= 0 batches")
         if restore_ahead < 0:
             raise ValueError("restore_ahead must be >= 0 concurrent restores")
-        self.restore_ahead = int(restore_ahead)  # > 0: restore released sources ahead, N at once
         if restore_distance is not None and restore_distance < 1:
             raise ValueError("restore_distance must be >= 1 source")
+        if _TorchDataLoader is object:  # pragma: no cover - no torch: the same attributes
+            if sampler is not None or batch_sampler is not None or generator is not None:
+                raise TypeError("sampler, batch_sampler and generator need torch")
+            if num_workers < 0:
+                raise ValueError("num_workers must be >= 0")
+            self.dataset, self.batch_size, self.drop_last = dataset, batch_size, drop_last
+            self.num_workers, self.pin_memory, self.timeout = num_workers, pin_memory, timeout
+            self.worker_init_fn, self.generator = worker_init_fn, generator
+            self.prefetch_factor, self.persistent_workers = prefetch_factor, persistent_workers
+            self.sampler = self.batch_sampler = None
+            self.collate_fn = collate_fn
+        else:
+            # torch checks the arguments and builds the sampler and batch sampler it would use.
+            super().__init__(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
+                             collate_fn, pin_memory, drop_last, timeout, worker_init_fn,
+                             multiprocessing_context, generator, prefetch_factor=prefetch_factor,
+                             persistent_workers=persistent_workers,
+                             pin_memory_device=pin_memory_device)
+        self._accelerated = accelerated
+        # A sampler, batch sampler or generator of the caller's: torch's batches, in its order.
+        self._sampler_order = sampler is not None or batch_sampler is not None or \
+            generator is not None
+        if not accelerated:
+            warnings.warn(f"CiuicDataLoader: {type(dataset).__name__} is not a ciuic data set; "
+                          "loading it as torch's DataLoader does, prefetch off", stacklevel=2)
+            return
+        self.restore_ahead = int(restore_ahead)  # > 0: restore released sources ahead, N at once
         # Sources restored past those the reader began: enough to keep N restores busy while
         # the reader consumes, small enough not to refill the OSTs the policy emptied.
         self.restore_distance = int(restore_distance) if restore_distance is not None else \
             4 * max(1, self.restore_ahead)
         self._restore = None
         self.prefetch = prefetch  # batches kept read ahead at least (the seed's argument)
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.num_workers = num_workers
-        self.collate_fn = collate_fn if collate_fn is not None else _default_collate()
-        self.drop_last = drop_last
-        self.pin_memory = pin_memory
+        self.shuffle = bool(shuffle)
+        if self.collate_fn is None:
+            self.collate_fn = _default_collate()
         self.transform = transform
         self.target_transform = target_transform
         self.seed = seed
@@ -632,8 +709,7 @@ class CiuicDataLoader:
         self.prefetch_bytes = int(prefetch_bytes)
         self.io_depth = io_depth
         self.opener_threads = opener_threads or dataset.opener_threads
-        self.prefetch_factor = max(1, prefetch_factor)
-        self.mp_context = multiprocessing_context
+        self.mp_context = multiprocessing_context or "fork"
         self.context = context  # ciuic.init_context(): its .prefetch batches raise the budget
         if rank is None or world_size is None:
             r, w = _dist_rank_world()
@@ -644,11 +720,14 @@ class CiuicDataLoader:
         self.rank = rank
         self.world_size = world_size
         self.epoch = 0
-        self._cursor = 0          # global samples consumed before this iteration started
+        self._cursor = 0          # samples consumed before this iteration started
         self._consumed = 0        # samples this rank consumed in the current iteration
         self._resume = None
         self._engine = None
         self._pool = None
+        self._pool_fn = None      # what the pool's workers run: (transform, ..., unbatched)
+        self._epoch_total = None  # samples of the sampler's order this epoch (sampler order)
+        self._base_seed = 0       # this iteration's worker base seed (_draw_base_seed)
         # Sample buffers kept across epochs: shared with the OSSes on this host (they place
         # samples straight into them), and already mapped, where fresh memory per epoch would be
         # faulted in page by page again.
@@ -657,6 +736,24 @@ class CiuicDataLoader:
         self.last_stats = None
         self.last_budget = None
         self._epoch_stats = []  # one dict per iteration (epoch), see stats()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Stops the prefetch engine and every worker, persistent ones included. The loader
+        can be iterated again afterwards (it starts them anew)."""
+        if self._accelerated:
+            self._close(keep_pool=False)
+        else:
+            it = getattr(self, "_iterator", None)
+            if it is not None and hasattr(it, "_shutdown_workers"):
+                it._shutdown_workers()
+            self._iterator = None
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
@@ -667,18 +764,30 @@ class CiuicDataLoader:
         return split_for_rank(order, self._cursor, self.rank, self.world_size)
 
     def __len__(self):
+        if not self._accelerated or self._sampler_order:
+            return super().__len__()  # torch's: its (or the caller's) batch sampler's length
         n = len(self.dataset)
         mine = len(range(self.rank, n, self.world_size))
+        if self.batch_size is None:
+            return mine
         return mine // self.batch_size if self.drop_last else math.ceil(mine / self.batch_size)
 
     def state_dict(self):
-        cursor = min(self._cursor + self._consumed * self.world_size, len(self.dataset))
+        if not self._accelerated:
+            raise TypeError("state_dict() needs a ciuic data set (this loader runs torch's code)")
+        if self._sampler_order:
+            total = self._epoch_total  # the sampler's samples this epoch (None before one)
+            cursor = self._cursor + self._consumed
+        else:
+            total = len(self.dataset)
+            cursor = min(self._cursor + self._consumed * self.world_size, total)
         epoch = self.epoch
-        if cursor >= len(self.dataset):  # epoch done: resume at the start of the next one
+        if total is not None and cursor >= total:  # epoch done: resume at the next one's start
             epoch, cursor = epoch + 1, 0
         return {"epoch": epoch, "cursor": cursor,
                 "seed": self.seed, "shuffle": self.shuffle,
-                "locality_window": self.locality_window, "num_samples": len(self.dataset)}
+                "locality_window": self.locality_window, "num_samples": len(self.dataset),
+                "sampler": self._sampler_order}
 
     def load_state_dict(self, state):
         if state.get("num_samples", len(self.dataset)) != len(self.dataset):
@@ -711,6 +820,8 @@ class CiuicDataLoader:
         return [dict(e) for e in self._epoch_stats]
 
     def __iter__(self):
+        if not self._accelerated:
+            return super().__iter__()
         start = time.perf_counter()
         rec = {"epoch": self.epoch, "batches": 0, "io_stall_s": 0.0, "epoch_s": 0.0,
                "stall_fraction": 0.0, "complete": False}
@@ -720,12 +831,49 @@ class CiuicDataLoader:
         it = self._start_iter()
         return _StallTimer(it, rec, start)
 
+    def _order(self):
+        """This iteration's sample indexes and batch sizes, past the resume cursor."""
+        if not self._sampler_order:
+            idx = self._my_indexes()
+            n = len(idx)
+            if self.batch_size is None:
+                return idx, [1] * n
+            b = self.batch_size
+            sizes = [b] * (n // b)
+            if n % b and not self.drop_last:
+                sizes.append(n % b)
+            return idx[:sum(sizes)], sizes
+        groups = [[i] for i in self.sampler] if self.batch_sampler is None else \
+            [list(g) for g in self.batch_sampler]
+        self._epoch_total = sum(len(g) for g in groups)
+        skip = self._cursor  # whole batches consumed before (a cursor counts them whole)
+        while groups and skip >= len(groups[0]) > 0:
+            skip -= len(groups.pop(0))
+        flat = [int(i) for g in groups for i in g]
+        n = len(self.dataset)
+        bad = [i for i in flat if not -n <= i < n]
+        if bad:
+            raise IndexError(f"the sampler gave index {bad[0]} of a data set of {n} samples")
+        return np.asarray(flat, dtype=np.int64), [len(g) for g in groups]
+
+    def _draw_base_seed(self):
+        # As torch's iterators do at their start, before the sampler draws its order: the
+        # workers' base seed, from the generator (or torch's global one), so a generator shared
+        # with torch's DataLoader gives both the same orders.
+        try:
+            import torch
+            self._base_seed = int(torch.empty((), dtype=torch.int64).random_(
+                generator=self.generator).item())
+        except ImportError:
+            self._base_seed = random.getrandbits(63)
+
     def _start_iter(self):
-        self._close()
+        self._close(keep_pool=self.persistent_workers)
+        self._draw_base_seed()
         self._cursor = self._resume if self._resume is not None else 0
         self._resume = None
         self._consumed = 0
-        idx = self._my_indexes()
+        idx, sizes = self._order()
         ds = self.dataset
         budget = self.prefetch_bytes
         batches = max(self.prefetch or 0, self.context.prefetch if self.context else 0)
@@ -759,53 +907,76 @@ class CiuicDataLoader:
         self._engine = engine
         labels = ds.labels[idx]
         _keep_freed_memory()
-        return self._iterate(engine, labels)
+        return self._iterate(engine, labels, sizes)
 
-    def _raw_batches(self, engine, labels):
-        n = len(labels)
-        b = self.batch_size
-        for start in range(0, n, b):
-            count = min(b, n - start)
-            if count < b and self.drop_last:
-                return
+    def _raw_batches(self, engine, labels, sizes):
+        start = 0
+        for count in sizes:
             raw = engine.next_batch(count)
             if len(raw) != count:
                 raise OSError(5, "prefetch engine ended early")
             yield raw, [int(x) for x in labels[start:start + count]], count
+            start += count
 
-    def _iterate(self, engine, labels):
-        fn = (self.transform, self.target_transform, self.collate_fn)
+    def _get_pool(self, fn):
+        """The worker pool: new for each iteration, or kept across them (persistent_workers)."""
+        if self._pool is not None and self._pool_fn == fn:
+            return self._pool
+        if self._pool is not None:
+            _stop_pool(self._pool, [])
+        ctx = multiprocessing.get_context(self.mp_context)
+        try:
+            import torch.multiprocessing  # noqa: F401  (tensors through shared memory)
+        except ImportError:
+            pass
+        base_seed = self._base_seed
+        counter = ctx.Value("i", 0)
+        dataset = self.dataset if self.mp_context == "fork" else None  # fork: not pickled
+        self._pool = ctx.Pool(self.num_workers, initializer=_worker_init,
+                              initargs=(fn, self.worker_init_fn, counter, self.num_workers,
+                                        base_seed, dataset))
+        self._pool_fn = fn
+        return self._pool
+
+    def _result(self, res):
+        try:
+            return res.get(self.timeout if self.timeout and self.timeout > 0 else None)
+        except multiprocessing.TimeoutError:
+            raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds") from None
+
+    def _iterate(self, engine, labels, sizes):
+        # Unbatched (batch_size=None) as torch decides it: no batch sampler to group samples.
+        unbatched = self.batch_sampler is None if _TorchDataLoader is not object else \
+            self.batch_size is None
+        fn = (self.transform, self.target_transform, self.collate_fn, unbatched)
         pool = None
         window = []  # (AsyncResult, count) of batches handed to the pool, oldest first
         try:
-            # Workers exist for user transforms; with none, batches are only regrouped, which
-            # the parent does faster than shipping the bytes to a worker and back.
+            # Workers exist for the transforms (and a worker_init_fn); without them batches are
+            # only regrouped and collated, which the parent does faster than shipping the bytes
+            # to a worker and back.
             if self.num_workers == 0 or (self.transform is None and
-                                         self.target_transform is None):
-                for raw, lab, count in _ahead(self._raw_batches(engine, labels), engine):
+                                         self.target_transform is None and
+                                         self.worker_init_fn is None):
+                for raw, lab, count in _ahead(self._raw_batches(engine, labels, sizes), engine):
                     batch = _apply(*fn, raw, lab)
                     self._consumed += count
                     self._advance_restore()
                     yield self._pin(batch)
             else:
-                ctx = multiprocessing.get_context(self.mp_context)
-                try:
-                    import torch.multiprocessing  # noqa: F401  (tensors through shared memory)
-                except ImportError:
-                    pass
-                pool = ctx.Pool(self.num_workers, initializer=_worker_init, initargs=(fn,))
-                self._pool = pool
-                limit = self.num_workers * self.prefetch_factor
-                for raw, lab, count in _ahead(self._raw_batches(engine, labels), engine):
+                pool = self._get_pool(fn)
+                limit = self.num_workers * max(1, self.prefetch_factor or 1)
+                for raw, lab, count in _ahead(self._raw_batches(engine, labels, sizes), engine):
                     window.append((pool.apply_async(_worker_run, ((raw, lab),)), count))
                     if len(window) >= limit:
                         res, c = window.pop(0)
-                        batch = res.get()
+                        batch = self._result(res)
                         self._consumed += c
                         self._advance_restore()
                         yield self._pin(batch)
-                for res, c in window:
-                    batch = res.get()
+                while window:
+                    res, c = window.pop(0)
+                    batch = self._result(res)
                     self._consumed += c
                     self._advance_restore()
                     yield self._pin(batch)
@@ -813,12 +984,15 @@ class CiuicDataLoader:
             # Only this iterator's engine and pool: a newer iterator may own self._engine.
             self.last_stats = engine.stats()
             engine.stop()
-            if pool is not None:
-                _stop_pool(pool, [res for res, _ in window])
+            pending = [res for res, _ in window]
+            if pool is not None and (not self.persistent_workers or pending):
+                # A persistent pool stays for the next epoch, unless this one ended with
+                # batches in flight (an exception, a timeout, an iterator dropped early).
+                _stop_pool(pool, pending)
+                if self._pool is pool:
+                    self._pool = None
             if self._engine is engine:
                 self._engine = None
-            if self._pool is pool:
-                self._pool = None
 
     def _advance_restore(self):
         if self._restore is not None:
@@ -840,11 +1014,11 @@ class CiuicDataLoader:
             pass
         return batch
 
-    def _close(self):
+    def _close(self, keep_pool=False):
         if self._restore is not None:
             self._restore.stop()
             self._restore = None
-        if self._pool is not None:
+        if self._pool is not None and not keep_pool:
             _stop_pool(self._pool, [])
             self._pool = None
         if self._engine is not None:
@@ -854,7 +1028,8 @@ class CiuicDataLoader:
 
     def __del__(self):
         try:
-            self._close()
+            if getattr(self, "_accelerated", False):
+                self._close()
         except Exception:  # noqa: BLE001  interpreter shutdown
             pass
 
