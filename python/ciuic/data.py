@@ -8,12 +8,14 @@ stay in the parent, so fork is safe.
 """
 
 import atexit
+import io
 import math
 import multiprocessing
 import os
 import posixpath
 import queue
 import random
+import re
 import threading
 import time
 import warnings
@@ -602,6 +604,148 @@ class _RestoreAhead:
             self._cv.notify_all()
 
 
+def _unescape_mountinfo(field):
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _ciuic_mounts():
+    """Mount points of the ciuic FUSE mounts this process sees, deepest first."""
+    out = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                left, _, right = line.partition(" - ")
+                fields = left.split(" ")
+                if right.split(" ", 1)[0] == "fuse.ciuic" and len(fields) > 4:
+                    out.append(_unescape_mountinfo(fields[4]))
+    except OSError:
+        pass
+    return sorted(out, key=len, reverse=True)
+
+
+def _cluster_path(path, mounts):
+    """The cluster path of a sample path: a ciuic:// URL, a path inside a ciuic mount, or an
+    absolute path that is no local file (a cluster path). None for a local file."""
+    p = os.fsdecode(os.fspath(path))
+    if p.startswith("ciuic:"):
+        rest = p[len("ciuic://"):] if p.startswith("ciuic://") else p[len("ciuic:"):]
+        return posixpath.normpath("/" + rest.lstrip("/"))
+    ap = os.path.abspath(p)
+    for mp in mounts:
+        if ap == mp or ap.startswith(mp.rstrip("/") + "/"):
+            rel = os.path.relpath(ap, mp)
+            return "/" if rel == "." else "/" + rel
+    if os.path.isabs(p) and not os.path.lexists(p):
+        return posixpath.normpath(p)
+    return None
+
+
+def _is_pil_loader(loader):
+    """torchvision's own image loaders, when they decode with PIL: the bytes can go to PIL
+    directly (what they do after opening the path)."""
+    try:
+        import torchvision
+        from torchvision.datasets import folder
+    except ImportError:
+        return False
+    if loader is folder.pil_loader:
+        return True
+    return loader is folder.default_loader and torchvision.get_image_backend() == "PIL"
+
+
+class _LoadSample:
+    """A sample's bytes to the data set's own sample: its loader, then its transform.
+
+    torchvision's PIL loaders get the bytes as a file (what they would read from the path);
+    any other loader gets a path, /proc/self/fd/N of an in-memory file holding the bytes, as it
+    expects a path to open."""
+
+    def __init__(self, loader, transform):
+        self.loader = loader
+        self.transform = transform
+        self.pil = _is_pil_loader(loader)
+
+    def __call__(self, data):
+        if self.pil:
+            from PIL import Image
+            with Image.open(io.BytesIO(data)) as img:
+                sample = img.convert("RGB")
+        else:
+            fd = os.memfd_create("ciuic-sample", os.MFD_CLOEXEC)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                sample = self.loader(f"/proc/self/fd/{fd}")
+            finally:
+                os.close(fd)
+        return self.transform(sample) if self.transform is not None else sample
+
+
+class _TargetOf:
+    """A sample's index to the data set's own target, then its target_transform."""
+
+    def __init__(self, targets, target_transform):
+        self.targets = targets
+        self.target_transform = target_transform
+
+    def __call__(self, index):
+        t = self.targets[index]
+        return self.target_transform(t) if self.target_transform is not None else t
+
+
+class _PathsDataset(_Dataset):
+    """The files of a data set that names them (torchvision's DatasetFolder and ImageFolder, or
+    any data set with `samples` (path, target) and a `loader`), resolved once on the cluster.
+    Its labels are sample indexes: _TargetOf maps them to the data set's targets."""
+
+    keep_sources_open = False
+    opener_threads = 2
+
+    def __init__(self, client, paths, resolve_threads=8):
+        super().__init__(client)
+        self.sources = list(paths)
+        self.resolved = _ciuic.resolve_sources(client, self.sources, resolve_threads)
+        n = len(self.sources)
+        self._finish(np.arange(n), np.zeros(n), self.resolved.sizes(), np.arange(n),
+                     self.sources, np.zeros(n))
+
+
+def _see_into(dataset, client, resolve_threads=8):
+    """(view, transform, target_transform, None) for a data set whose files ciuic can read
+    ahead, else (None, None, None, why not)."""
+    samples = getattr(dataset, "samples", None)
+    loader = getattr(dataset, "loader", None)
+    if not isinstance(samples, (list, tuple)) or not callable(loader):
+        return None, None, None, "it names no files (no samples and loader)"
+    if not samples:
+        return None, None, None, "it has no samples"
+    mounts = _ciuic_mounts()
+    paths, targets = [], []
+    for item in samples:
+        path, target = item[0], item[1]
+        cp = _cluster_path(path, mounts)
+        if cp is None:
+            return None, None, None, f"{os.fsdecode(os.fspath(path))} is a local file"
+        paths.append(cp)
+        targets.append(target)
+    if client is None:
+        try:
+            from . import connect
+            client = connect()
+        except OSError as e:
+            return None, None, None, f"no cluster to read it from ({e})"
+    # A path inside a mount must name the same file on the client's cluster.
+    first = os.fsdecode(os.fspath(samples[0][0]))
+    if not first.startswith("ciuic:") and os.path.lexists(first):
+        if os.stat(first).st_ino != client.stat(paths[0]).st_ino:
+            return None, None, None, (f"the mount holding {first} is not the cluster of the "
+                                      "loader's client (pass client=)")
+    view = _PathsDataset(client, paths, resolve_threads)
+    return (view, _LoadSample(loader, getattr(dataset, "transform", None)),
+            _TargetOf(targets, getattr(dataset, "target_transform", None)), None)
+
+
 class CiuicDataLoader(_TorchDataLoader):
     """torch.utils.data.DataLoader, reading ciuic data sets ahead in each epoch's exact order.
 
@@ -622,9 +766,12 @@ class CiuicDataLoader(_TorchDataLoader):
         DistributedSampler does that).
     Workers (num_workers > 0) run transform and collate_fn on bytes the parent already read,
     started as torch starts its own: ids, seeds, get_worker_info() and worker_init_fn.
-    Any other data set is loaded by torch's own DataLoader code, with a one-line warning that
-    prefetch is off (ciuic's transform and target_transform are refused there: give them to
-    the data set).
+    A data set that names its files (torchvision's ImageFolder and DatasetFolder, or any with
+    `samples` (path, target) and `loader`) on the cluster, as ciuic:// URLs, paths in a ciuic
+    mount or cluster paths, is read ahead the same way; its own loader and transforms run on
+    the bytes (`client=` picks the cluster, default ciuic.connect()). Any other data set is
+    loaded by torch's own DataLoader code, with a one-line warning that prefetch is off
+    (ciuic's transform and target_transform are refused there: give them to the data set).
 
     ciuic's own keywords: seed, locality_window (0: global shuffle), prefetch_bytes (memory
     budget of the prefetch engine), prefetch (batches kept read ahead at least: raises the
@@ -653,11 +800,17 @@ class CiuicDataLoader(_TorchDataLoader):
                  transform=None, target_transform=None, seed=0, locality_window=0,
                  prefetch_bytes=256 << 20, rank=None, world_size=None, io_depth=256,
                  opener_threads=None, prefetch=None, context=None, restore_ahead=0,
-                 restore_distance=None):
-        accelerated = isinstance(dataset, _Dataset)
-        if not accelerated and (transform is not None or target_transform is not None):
+                 restore_distance=None, client=None, resolve_threads=8):
+        if not isinstance(dataset, _Dataset) and (transform is not None or
+                                                  target_transform is not None):
             raise TypeError("transform and target_transform apply to ciuic data sets; give them "
                             f"to your {type(dataset).__name__}")
+        # A data set that names its files (ImageFolder, DatasetFolder, samples + loader) on the
+        # cluster is read ahead as ciuic's own; its loader and transforms run on the bytes.
+        view, why = dataset if isinstance(dataset, _Dataset) else None, None
+        if view is None:
+            view, transform, target_transform, why = _see_into(dataset, client, resolve_threads)
+        accelerated = view is not None
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer or None, got {batch_size}")
         if prefetch is not None and prefetch < 0:
@@ -685,11 +838,12 @@ class CiuicDataLoader(_TorchDataLoader):
                              persistent_workers=persistent_workers,
                              pin_memory_device=pin_memory_device)
         self._accelerated = accelerated
+        self._ds = view  # what the engine reads: the data set, or the view of its files
         # A sampler, batch sampler or generator of the caller's: torch's batches, in its order.
         self._sampler_order = sampler is not None or batch_sampler is not None or \
             generator is not None
         if not accelerated:
-            warnings.warn(f"CiuicDataLoader: {type(dataset).__name__} is not a ciuic data set; "
+            warnings.warn(f"CiuicDataLoader: cannot read {type(dataset).__name__} ahead ({why}); "
                           "loading it as torch's DataLoader does, prefetch off", stacklevel=2)
             return
         self.restore_ahead = int(restore_ahead)  # > 0: restore released sources ahead, N at once
@@ -708,7 +862,7 @@ class CiuicDataLoader(_TorchDataLoader):
         self.locality_window = locality_window
         self.prefetch_bytes = int(prefetch_bytes)
         self.io_depth = io_depth
-        self.opener_threads = opener_threads or dataset.opener_threads
+        self.opener_threads = opener_threads or view.opener_threads
         self.mp_context = multiprocessing_context or "fork"
         self.context = context  # ciuic.init_context(): its .prefetch batches raise the budget
         if rank is None or world_size is None:
@@ -759,14 +913,14 @@ class CiuicDataLoader(_TorchDataLoader):
         self.epoch = int(epoch)
 
     def _my_indexes(self):
-        order = epoch_order(self.dataset, self.epoch, self.seed, self.shuffle,
+        order = epoch_order(self._ds, self.epoch, self.seed, self.shuffle,
                             self.locality_window)
         return split_for_rank(order, self._cursor, self.rank, self.world_size)
 
     def __len__(self):
         if not self._accelerated or self._sampler_order:
             return super().__len__()  # torch's: its (or the caller's) batch sampler's length
-        n = len(self.dataset)
+        n = len(self._ds)
         mine = len(range(self.rank, n, self.world_size))
         if self.batch_size is None:
             return mine
@@ -779,23 +933,23 @@ class CiuicDataLoader(_TorchDataLoader):
             total = self._epoch_total  # the sampler's samples this epoch (None before one)
             cursor = self._cursor + self._consumed
         else:
-            total = len(self.dataset)
+            total = len(self._ds)
             cursor = min(self._cursor + self._consumed * self.world_size, total)
         epoch = self.epoch
         if total is not None and cursor >= total:  # epoch done: resume at the next one's start
             epoch, cursor = epoch + 1, 0
         return {"epoch": epoch, "cursor": cursor,
                 "seed": self.seed, "shuffle": self.shuffle,
-                "locality_window": self.locality_window, "num_samples": len(self.dataset),
+                "locality_window": self.locality_window, "num_samples": len(self._ds),
                 "sampler": self._sampler_order}
 
     def load_state_dict(self, state):
-        if state.get("num_samples", len(self.dataset)) != len(self.dataset):
+        if state.get("num_samples", len(self._ds)) != len(self._ds):
             raise ValueError(f"state is for a data set of {state['num_samples']} samples, "
-                             f"this one has {len(self.dataset)}")
+                             f"this one has {len(self._ds)}")
         cursor = int(state["cursor"])
-        if not 0 <= cursor <= len(self.dataset):
-            raise ValueError(f"cursor {cursor} out of range [0, {len(self.dataset)}]")
+        if not 0 <= cursor <= len(self._ds):
+            raise ValueError(f"cursor {cursor} out of range [0, {len(self._ds)}]")
         self.epoch = int(state["epoch"])
         self.seed = state.get("seed", self.seed)
         self.shuffle = state.get("shuffle", self.shuffle)
@@ -850,7 +1004,7 @@ class CiuicDataLoader(_TorchDataLoader):
         while groups and skip >= len(groups[0]) > 0:
             skip -= len(groups.pop(0))
         flat = [int(i) for g in groups for i in g]
-        n = len(self.dataset)
+        n = len(self._ds)
         bad = [i for i in flat if not -n <= i < n]
         if bad:
             raise IndexError(f"the sampler gave index {bad[0]} of a data set of {n} samples")
@@ -874,7 +1028,7 @@ class CiuicDataLoader(_TorchDataLoader):
         self._resume = None
         self._consumed = 0
         idx, sizes = self._order()
-        ds = self.dataset
+        ds = self._ds
         budget = self.prefetch_bytes
         batches = max(self.prefetch or 0, self.context.prefetch if self.context else 0)
         if batches and len(ds):

@@ -76,7 +76,19 @@ void RegisterLoader(py::module_& m) {
   py::class_<PyResolved>(m, "ResolvedSources",
                          "Source files resolved once (FID, layout, size): an engine given them "
                          "reads each sample with no MDS round trip.")
-      .def("__len__", [](const PyResolved& r) { return r.sources ? r.sources->size() : 0; });
+      .def("__len__", [](const PyResolved& r) { return r.sources ? r.sources->size() : 0; })
+      .def(
+          "sizes",
+          [](const PyResolved& r) {
+            std::vector<uint64_t> out;
+            if (r.sources) {
+              out.reserve(r.sources->size());
+              for (const auto& s : *r.sources)
+                out.push_back(s.size);
+            }
+            return out;
+          },
+          "The size of each source at the resolve, in order.");
   m.def(
       "resolve_sources",
       [](PyClient& c, const std::vector<std::string>& paths, int threads) {
