@@ -9,6 +9,10 @@ directories, stores them one file per sample under DIR and on ciuic, and packs t
 shards on both. Then, one shuffled epoch each with caches dropped before it (when root):
   torch DataLoader, local files        | CiuicDataLoader, ciuic files   (gain of the engine)
   torch DataLoader, local shards       | CiuicDataLoader, ciuic shards  (gain of packing)
+then torchvision's ImageFolder on real JPEG files (generated with PIL, one twentieth of N,
+decoded in the transform): torch's DataLoader over local files (cold, and again with every file
+in the page cache: the decode-bound ceiling) against CiuicDataLoader over the same images on
+ciuic as an ImageFolder-shaped data set of ciuic:// paths, same transform and workers;
 and a DLIO-style simulated accelerator: a fixed compute time per batch (sleep), utilization =
 compute / (compute + time waiting for the next batch), at a compute time where the torch
 loader's utilization is below 60% (searched for: shortened until torch measures below 60%).
@@ -90,6 +94,47 @@ class LocalShards:
             self.fds = [os.open(p, os.O_RDONLY) for p in self.paths]
         k, off, size, label = self.items[i]
         return os.pread(self.fds[k], size, off), label
+
+
+class ListedImages:
+    """A data set in torchvision's DatasetFolder shape (samples, loader, transform) over images
+    named by ciuic:// URLs: what CiuicDataLoader reads ahead without conversion (issue 19)."""
+
+    def __init__(self, samples, loader, transform):
+        self.samples, self.loader, self.transform = samples, loader, transform
+        self.target_transform = None
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        path, target = self.samples[i]
+        return self.transform(self.loader(path)), target
+
+
+def to_tensor(img):
+    """The transform of the ImageFolder rows: the decoded image as a uint8 tensor."""
+    import torch
+    return torch.from_numpy(np.array(img))
+
+
+def generate_jpegs(root, n, classes, seed, side=160):
+    """n JPEG images (smooth gradients and noise, as photos compress: 10-30 KiB each)."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:side, 0:side]
+    total = 0
+    for c in range(classes):
+        os.makedirs(os.path.join(root, f"class{c}"), exist_ok=True)
+    for i in range(n):
+        a, b, d = rng.integers(1, 6, 3)
+        base = np.stack([(xx * a + yy * b) % 256, (xx * b + i) % 256, (yy * d) % 256], -1)
+        noise = rng.integers(0, 48, (side, side, 3))
+        img = Image.fromarray(((base + noise) % 256).astype(np.uint8))
+        path = os.path.join(root, f"class{i % classes}", f"{i:06d}.jpg")
+        img.save(path, format="JPEG", quality=90)
+        total += os.path.getsize(path)
+    return total
 
 
 def collate(batch):
@@ -292,6 +337,65 @@ def main():
         result(f"simulated utilization, CiuicDataLoader ciuic shards, {compute * 1e3:.1f} "
                "ms/batch", "ciuic", 100 * ciuic_util, "%")
 
+        # torchvision ImageFolder on real JPEG files, decoded (PIL) in the workers: torch's
+        # DataLoader over the local files (cold, and with every file in the page cache: the
+        # decode-bound ceiling) against CiuicDataLoader over the same images on ciuic, given as
+        # an ImageFolder-shaped data set of ciuic:// URLs (read ahead, decoded by the data
+        # set's own loader). Same transform, workers and batch size.
+        from torchvision.datasets import ImageFolder
+        from torchvision.datasets.folder import default_loader
+        n_img = max(64, n // 20)
+        images = os.path.join(local, "images")
+        t0 = time.perf_counter()
+        img_bytes = generate_jpegs(images, n_img, 10, 2)
+        img_jobs = []
+        for cls in sorted(os.listdir(images)):
+            client.makedirs(f"{remote}/images/{cls}")
+            img_jobs += [(os.path.join(images, cls, name), f"{remote}/images/{cls}/{name}")
+                         for name in sorted(os.listdir(os.path.join(images, cls)))]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(upload, img_jobs))
+        notes.append(f"ImageFolder rows: {n_img} JPEG images of 160x160 "
+                     f"({img_bytes / n_img / 1024:.0f} KiB each on average), 10 classes, "
+                     f"decoded by PIL in the transform; made and stored in "
+                     f"{time.perf_counter() - t0:.1f} s")
+        local_images = ImageFolder(images, transform=to_tensor)
+        ciuic_images = ListedImages([("ciuic://" + dst, int(os.path.basename(
+            os.path.dirname(src))[5:])) for src, dst in img_jobs], default_loader, to_tensor)
+
+        def torch_images():
+            return DataLoader(local_images, batch_size=B, shuffle=True, num_workers=W,
+                              generator=torch.Generator().manual_seed(0))
+
+        def ciuic_images_loader():
+            return ciuic.CiuicDataLoader(ciuic_images, batch_size=B, shuffle=True,
+                                         num_workers=W, seed=0, prefetch_bytes=budget,
+                                         client=client)
+
+        def measure_images(key, make, drop=True):
+            if drop:
+                drop_caches(notes)
+            loader = make()
+            got, secs, _ = run_epoch(loader)
+            if got != n_img:
+                fail(f"{key}: epoch yielded {got} images, expected {n_img}")
+            return got / secs
+
+        t_img = measure_images("torch_images", torch_images)
+        c_img = measure_images("ciuic_images", ciuic_images_loader)
+        run_epoch(torch_images())  # every image now in the page cache
+        ceiling = measure_images("torch_images_cached", torch_images, drop=False)
+        result(f"torch DataLoader, ImageFolder JPEG, local files, {W} workers", "local disk",
+               t_img, "images/s")
+        result(f"torch DataLoader, ImageFolder JPEG, local files in the page cache (decode-bound "
+               f"ceiling), {W} workers", "local disk", ceiling, "images/s")
+        result(f"CiuicDataLoader, ImageFolder-shaped JPEG on ciuic (ciuic:// paths), {W} "
+               "workers", "ciuic", c_img, "images/s")
+        result("CiuicDataLoader ImageFolder on ciuic / torch on local disk", "ratio",
+               c_img / t_img, "x")
+        result("CiuicDataLoader ImageFolder on ciuic / decode-bound ceiling", "ratio",
+               c_img / ceiling, "x")
+
         stats = measures["ciuic_shards"][3].last_stats
         result("CiuicDataLoader peak buffered bytes (budget "
                f"{args.budget_mib} MiB)", "ciuic", stats["peak_buffered"] / 2**20, "MiB",
@@ -309,7 +413,7 @@ def main():
         if not args.keep:
             shutil.rmtree(local, ignore_errors=True)
             try:
-                for sub in ("files", "shards"):
+                for sub in ("files", "shards", "images"):
                     base = f"{remote}/{sub}"
                     if not client.exists(base):
                         continue
