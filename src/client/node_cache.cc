@@ -769,16 +769,21 @@ std::string NodeCache::LockPath(const Fid& fid, uint64_t data_version, uint64_t 
   return fmt::format("{}/locks/{:04}", options_.dir, h % static_cast<uint64_t>(kLockStripes));
 }
 
+int NodeCache::OpenLockFile(const Fid& fid, uint64_t data_version, uint64_t index) {
+  const std::string path = LockPath(fid, data_version, index);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
+  return fd;
+}
+
 NodeCache::FillLock NodeCache::LockFill(const Fid& fid,
                                         uint64_t data_version,
                                         uint64_t index,
                                         bool wait) {
-  const std::string path = LockPath(fid, data_version, index);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
+  const int fd = OpenLockFile(fid, data_version, index);
+  if (fd < 0)
     return FillLock();
-  }
   if (FlockRetry(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
     ::close(fd);
     return FillLock();
@@ -787,8 +792,7 @@ NodeCache::FillLock NodeCache::LockFill(const Fid& fid,
 }
 
 void NodeCache::WaitFill(const Fid& fid, uint64_t data_version, uint64_t index) {
-  const std::string path = LockPath(fid, data_version, index);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const int fd = OpenLockFile(fid, data_version, index);
   if (fd < 0)
     return;
   FlockRetry(fd, LOCK_SH);
@@ -798,12 +802,9 @@ void NodeCache::WaitFill(const Fid& fid, uint64_t data_version, uint64_t index) 
 NodeCache::FillLock NodeCache::LockOrWaitFill(const Fid& fid,
                                               uint64_t data_version,
                                               uint64_t index) {
-  const std::string path = LockPath(fid, data_version, index);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    Complain(fmt::format("opening {}: {}", path, std::strerror(errno)));
+  const int fd = OpenLockFile(fid, data_version, index);
+  if (fd < 0)
     return FillLock();
-  }
   if (FlockRetry(fd, LOCK_EX | LOCK_NB) == 0)
     return FillLock(fd);
   FlockRetry(fd, LOCK_SH);

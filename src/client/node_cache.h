@@ -205,6 +205,8 @@ class NodeCache {
   explicit NodeCache(const NodeCacheOptions& options) : options_(options) {}
   std::string BlockPath(const Fid& fid, uint64_t data_version, uint64_t index) const;
   std::string LockPath(const Fid& fid, uint64_t data_version, uint64_t index) const;
+  // The block's lock file, opened (created on demand); -1 after one logged line.
+  int OpenLockFile(const Fid& fid, uint64_t data_version, uint64_t index);
   std::string FidDir(const Fid& fid) const;
   // One line per minute at most for failures of the cache itself.
   void Complain(const std::string& what);
