@@ -4,6 +4,7 @@ mounts of it, always unmounted and stopped at the end (also on failure).
 If /dev/fuse is missing the tests are skipped (exit 77), unless CIUIC_REQUIRE_FUSE=1, which
 makes that a failure.
 """
+import argparse
 import hashlib
 import os
 import shutil
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 
 SKIP = 77
 
@@ -25,6 +27,29 @@ def require_fuse():
         sys.exit(1)
     print("SKIP: " + msg, file=sys.stderr)
     sys.exit(SKIP)
+
+
+def run_tests(mount_names, ready, check=None):
+    """The main of a FUSE test file: reads --bin-dir, requires FUSE (and `check()`, which may
+    skip), starts a cluster with one mount per name in `mount_names`, calls
+    ready(cluster, mount_points), runs the file's unittest tests, and stops the cluster whatever
+    happens. Exits 0, 1 or SKIP."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin-dir", required=True)
+    args, rest = ap.parse_known_args()
+    require_fuse()
+    if check is not None:
+        check()
+    cluster = Cluster(os.path.abspath(args.bin_dir))
+    ok = False
+    try:
+        ready(cluster, [cluster.mount(n) for n in mount_names])
+        prog = unittest.main(module="__main__", argv=[sys.argv[0]] + rest, exit=False,
+                             verbosity=2)
+        ok = prog.result.wasSuccessful()
+    finally:
+        cluster.close()
+    sys.exit(0 if ok else 1)
 
 
 class Cluster:

@@ -7,7 +7,6 @@ reading the same ImageFolder through the mount.
 
 Usage: test_loader.py --bin-dir BUILD/apps  (ctest passes it and PYTHONPATH; label fuse)
 """
-import argparse
 import os
 import sys
 import unittest
@@ -16,7 +15,6 @@ import warnings
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fuse_fixture  # noqa: E402
 
-BIN = None
 CLUSTER = None
 MNT = None
 
@@ -63,21 +61,11 @@ class LoaderOnMountTest(unittest.TestCase):
 
 
 def main():
-    global BIN, CLUSTER, MNT
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    args, rest = ap.parse_known_args()
-    BIN = os.path.abspath(args.bin_dir)
-    fuse_fixture.require_fuse()
-    CLUSTER = fuse_fixture.Cluster(BIN)
-    try:
-        MNT = CLUSTER.mount()
-        prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
-        ok = prog.result.wasSuccessful()
-    finally:
-        CLUSTER.close()
-    sys.exit(0 if ok else 1)
+    def ready(cluster, mounts):
+        global CLUSTER, MNT
+        CLUSTER, MNT = cluster, mounts[0]
 
+    fuse_fixture.run_tests(["mnt"], ready)
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,6 @@ the holder's death; sqlite3 from two mounts on one database.
 
 Usage: test_locks.py --bin-dir BUILD/apps  (ctest passes it; label fuse)
 """
-import argparse
 import errno
 import fcntl
 import os
@@ -278,22 +277,11 @@ class LockTest(unittest.TestCase):
 
 
 def main():
-    global CLUSTER, A, B
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    args, rest = ap.parse_known_args()
-    fuse_fixture.require_fuse()
-    CLUSTER = fuse_fixture.Cluster(os.path.abspath(args.bin_dir))
-    ok = False
-    try:
-        A = CLUSTER.mount("mnt-a")
-        B = CLUSTER.mount("mnt-b")
-        prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
-        ok = prog.result.wasSuccessful()
-    finally:
-        CLUSTER.close()
-    sys.exit(0 if ok else 1)
+    def ready(cluster, mounts):
+        global CLUSTER, A, B
+        CLUSTER, (A, B) = cluster, mounts
 
+    fuse_fixture.run_tests(["mnt-a", "mnt-b"], ready)
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,6 @@ clients) and the mount lifecycle errors.
 
 Usage: test_posix.py --bin-dir BUILD/apps  (ctest passes it; label fuse)
 """
-import argparse
 import errno
 import os
 import shutil
@@ -249,25 +248,17 @@ def daemon_pid(mp):
 
 
 def main():
-    global CLUSTER, M1, M2
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin-dir", required=True)
-    args, rest = ap.parse_known_args()
-    fuse_fixture.require_fuse()
-    if os.geteuid() != 0:
-        print("SKIP: the POSIX suite needs root (it mounts with allow_other and switches to an "
-              "unprivileged uid)", file=sys.stderr)
-        sys.exit(fuse_fixture.SKIP)
-    CLUSTER = fuse_fixture.Cluster(os.path.abspath(args.bin_dir))
-    try:
-        M1 = CLUSTER.mount("m1")
-        M2 = CLUSTER.mount("m2")
-        prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
-        ok = prog.result.wasSuccessful()
-    finally:
-        CLUSTER.close()
-    sys.exit(0 if ok else 1)
+    def ready(cluster, mounts):
+        global CLUSTER, M1, M2
+        CLUSTER, (M1, M2) = cluster, mounts
 
+    def check():
+        if os.geteuid() != 0:
+            print("SKIP: the POSIX suite needs root (it mounts with allow_other and switches to "
+                  "an unprivileged uid)", file=sys.stderr)
+            sys.exit(fuse_fixture.SKIP)
+
+    fuse_fixture.run_tests(["m1", "m2"], ready, check)
 
 if __name__ == "__main__":
     main()
