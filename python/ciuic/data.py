@@ -1000,15 +1000,17 @@ class CiuicDataLoader(_TorchDataLoader):
         groups = [[i] for i in self.sampler] if self.batch_sampler is None else \
             [list(g) for g in self.batch_sampler]
         self._epoch_total = sum(len(g) for g in groups)
-        skip = self._cursor  # whole batches consumed before (a cursor counts them whole)
-        while groups and skip >= len(groups[0]) > 0:
-            skip -= len(groups.pop(0))
-        flat = [int(i) for g in groups for i in g]
+        skip, first = self._cursor, 0  # whole batches consumed before (counted whole)
+        while first < len(groups) and skip >= len(groups[first]) > 0:
+            skip -= len(groups[first])
+            first += 1
+        groups = groups[first:]
+        idx = np.fromiter((i for g in groups for i in g), dtype=np.int64)
         n = len(self._ds)
-        bad = [i for i in flat if not -n <= i < n]
-        if bad:
-            raise IndexError(f"the sampler gave index {bad[0]} of a data set of {n} samples")
-        return np.asarray(flat, dtype=np.int64), [len(g) for g in groups]
+        if len(idx) and (idx.min() < -n or idx.max() >= n):
+            bad = int(idx[(idx < -n) | (idx >= n)][0])
+            raise IndexError(f"the sampler gave index {bad} of a data set of {n} samples")
+        return idx, [len(g) for g in groups]
 
     def _draw_base_seed(self):
         # As torch's iterators do at their start, before the sampler draws its order: the

@@ -85,6 +85,8 @@ def test_a_samplers_order_is_followed_exactly(ds):
     assert ours == theirs
     assert [i for b in ours for i, _ in b] == [id_of(ds, k) for k in order]
     assert len(CiuicDataLoader(ds, batch_size=3, sampler=order)) == 3
+    with pytest.raises(IndexError, match=f"index {N} of a data set of {N}"):
+        list(CiuicDataLoader(ds, sampler=[0, N]))
 
 
 def test_a_batch_samplers_groups_are_the_batches(ds):
