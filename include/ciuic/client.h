@@ -306,6 +306,9 @@ class File {
   // may be in flight (queue depth is not thread count). `cb` may start more async IO but must
   // not call blocking methods. Async writes bypass the write buffer; async writes to overlapping
   // ranges that are in flight at the same time land in an unspecified order (as with POSIX AIO).
+  // A PreadAsync that ends at the end of the file may write zeros to `buf` past the bytes it
+  // returns, up to the next 4 KiB of the file (never past `len`): it then reads whole blocks,
+  // one request per object (into shared memory from an OSS on this host).
   virtual void PreadAsync(void* buf, size_t len, uint64_t offset, IoCallback cb) = 0;
   virtual void PwriteAsync(const void* buf, size_t len, uint64_t offset, IoCallback cb) = 0;
 

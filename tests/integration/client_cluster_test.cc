@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -394,6 +396,57 @@ TEST(ClientSharedMemoryTest, ColocatedOssesPlaceReadsAndRestartsFallBackToTcp) {
   read_and_check(0, 0, 3 << 20);
   read_and_check(0, 0, 3 << 20);
   EXPECT_GE(cluster->shm_reads(), 3u);
+}
+
+// A PreadAsync that ends at the end of the file inside a block, with room in the buffer for the
+// whole block, is one request placed in shared memory: the bytes are the file's, what follows
+// them up to the block's end is zeros (even where the object still holds bytes past a
+// truncation), and the count is the file's.
+TEST(ClientSharedMemoryTest, AsyncReadAtEndOfFileReadsWholeBlocksIntoSharedMemory) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  const std::string data = Pattern(73728, 5);
+  for (const char* path : {"/sample", "/truncated"}) {
+    auto f = c->Open(path, O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    const size_t len = std::string(path) == "/sample" ? 70001 : data.size();
+    ASSERT_TRUE((*f)->Pwrite(data.data(), len, 0).ok());
+    if (std::string(path) == "/truncated") {
+      ASSERT_TRUE((*f)->Truncate(70001).ok());
+    }
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  auto mem = c->NewSharedMemory(1 << 20);
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  uint8_t* buf = (*mem)->data();
+  for (const char* path : {"/sample", "/truncated"}) {
+    SCOPED_TRACE(path);
+    auto f = c->Open(path, O_RDONLY, 0);
+    ASSERT_TRUE(f.ok());
+    std::memset(buf, 0xee, 1 << 20);
+    const uint64_t before = cluster->shm_reads();
+    std::promise<Result<size_t>> done;
+    (*f)->PreadAsync(buf, 1 << 20, 0, [&](Result<size_t> r) { done.set_value(std::move(r)); });
+    Result<size_t> n = done.get_future().get();
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(*n, 70001u);
+    EXPECT_EQ(std::memcmp(buf, data.data(), 70001), 0);
+    EXPECT_EQ(std::count(buf + 70001, buf + 73728, 0), 73728 - 70001);
+    EXPECT_EQ(buf[73728], 0xee);  // nothing past the block
+    EXPECT_EQ(cluster->shm_reads() - before, 1u);
+    // A buffer without room for the whole block: the file's bytes, nothing written past them.
+    std::memset(buf, 0xee, 1 << 20);
+    std::promise<Result<size_t>> tight;
+    (*f)->PreadAsync(buf + 4096, 70001 - 4096, 4096,
+                     [&](Result<size_t> r) { tight.set_value(std::move(r)); });
+    n = tight.get_future().get();
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(*n, 70001u - 4096);
+    EXPECT_EQ(std::memcmp(buf + 4096, data.data() + 4096, 70001 - 4096), 0);
+    EXPECT_EQ(buf[70001], 0xee);
+  }
 }
 
 }  // namespace
