@@ -7,6 +7,7 @@
 //
 // Runs until SIGINT or SIGTERM, then stops cleanly (syncs, writes each OST's clean-shutdown
 // marker). Every failure is one line on stderr and exit status 1.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -250,6 +251,12 @@ int Run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Keep up to 64 MiB of freed heap instead of trimming it: loading an object allocates its
+  // checksum pages and evicting one frees them, and with glibc's dynamic trim threshold the
+  // pages went back to the kernel and were faulted in again by the next loads (a VM pays a
+  // trap per page: 7% of the OSS's time in an epoch over one file per sample, measured).
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr)
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
   try {
     return Run(argc, argv);
   } catch (const std::exception& e) {

@@ -82,7 +82,7 @@ Status OssServer::Start() {
     CIUIC_ASSIGN_OR_RETURN(own_engine_, io::NewDiskIoEngine(options_.io_engine));
     engine_ = own_engine_.get();
   }
-  pool_ = std::make_unique<ThreadPool>(2, 4096, "oss-blk");
+  pool_ = std::make_unique<ThreadPool>(8, 4096, "oss-blk");  // see the header: opens wait
   resync_pool_ = std::make_unique<ThreadPool>(1, 256, "oss-resync");
   repair_pool_ = std::make_unique<ThreadPool>(1, 256, "oss-repair");
   read_pool_ = std::make_shared<ReadBufferPool>(options_.read_pool_bytes);

@@ -4,12 +4,12 @@
 // acknowledged), and copies stripe objects to and from the cold tier for HSM (kHsmObj).
 //
 // Threads: one RPC network thread (handlers never block: disk IO is submitted to the IoEngine
-// and the reply is sent from its completion), the engine's thread(s), a two-thread blocking pool
-// for fsync/unlink/open, a two-thread HSM pool (cold-tier copies), a heartbeat thread and its
-// client event loop thread.
-// Memory: at most 256 MiB of request/reply data in flight; beyond that requests get
-// kUnavailable (clients retry with backoff).
-// Thread-safety: Start/Stop/port may be called from any thread; Stop is idempotent.
+// and the reply is sent from its completion), the engine's thread(s), an eight-thread blocking
+// pool for fsync/unlink/open (opening an object not cached waits on the disk: one file per
+// sample keeps several opens in flight), a two-thread HSM pool (cold-tier copies), a heartbeat
+// thread and its client event loop thread. Memory: at most 256 MiB of request/reply data in flight;
+// beyond that requests get kUnavailable (clients retry with backoff). Thread-safety:
+// Start/Stop/port may be called from any thread; Stop is idempotent.
 #pragma once
 
 #include <atomic>

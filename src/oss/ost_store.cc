@@ -361,7 +361,7 @@ void OstStore::GetObjectAsync(const ObjectId& id, bool create, ObjectCallback cb
 }
 
 Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create, uint32_t chain) {
-  std::unique_lock<std::mutex> load_lock(load_mu_);
+  std::unique_lock<std::mutex> load_lock(LoadMu(id));
   if (ObjectRef obj = CachedObject(id))
     return obj;
   const std::string data_path = ObjectPath(id);
@@ -408,19 +408,33 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
       return OstError(crc_fh.status(), &id, "open checksum file");
     }
     obj->crc_fh = *crc_fh;
-    uint8_t header[kCrcHeaderSize];
-    CIUIC_ASSIGN_OR_RETURN(size_t n, engine_->RunSync(io::IoOp{io::IoKind::kRead, obj->crc_fh, 0,
-                                                               header, sizeof(header)}));
-    Result<CrcHeader> h = CrcHeader::Decode(header, n);
-    if (!h.ok())
-      return OstError(h.status(), &id, "load");
     CIUIC_ASSIGN_OR_RETURN(io::FileStat st, engine_->Stat(obj->crc_fh));
     CIUIC_ASSIGN_OR_RETURN(io::FileStat data_st, engine_->Stat(obj->data_fh));
     obj->physical_size = data_st.size;
-    obj->length = h->length;
-    obj->chain = h->chain;
     obj->crc_pages_on_disk =
         st.size > kCrcHeaderSize ? (st.size - kCrcHeaderSize + kCrcPageSize - 1) / kCrcPageSize : 0;
+    // The header and the first slot page in one read: an object of up to 2 MiB (a sample, a
+    // small file) needs no other checksum IO, where a read per page costs a second IO and a hop
+    // through the engine on its first read (one file per sample: every object is loaded cold).
+    struct {
+      uint8_t header[kCrcHeaderSize];
+      uint32_t page0[kBlocksPerCrcPage * 2];
+    } buf;
+    static_assert(sizeof(buf) == kCrcHeaderSize + kCrcPageSize);
+    const size_t want = obj->crc_pages_on_disk > 0 ? sizeof(buf) : kCrcHeaderSize;
+    CIUIC_ASSIGN_OR_RETURN(
+        size_t n, engine_->RunSync(io::IoOp{io::IoKind::kRead, obj->crc_fh, 0, buf.header, want}));
+    Result<CrcHeader> h = CrcHeader::Decode(buf.header, std::min(n, kCrcHeaderSize));
+    if (!h.ok())
+      return OstError(h.status(), &id, "load");
+    obj->length = h->length;
+    obj->chain = h->chain;
+    if (n > kCrcHeaderSize) {
+      // A short read (torn extension) leaves the rest as zeros, as EnsurePagesAsync does.
+      auto page = std::make_unique<SlotPage>();
+      std::memcpy(page->v, buf.page0, n - kCrcHeaderSize);
+      obj->pages[0] = std::move(page);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
@@ -429,7 +443,7 @@ Result<OstStore::ObjectRef> OstStore::LoadObject(const ObjectId& id, bool create
   const size_t cap = options_.max_cached_objects;
   // Hysteresis: once over the cap, close down to 7/8 of it, so clean objects go in batches.
   // Unsynced ones cost a sync each (batched into one directory sync), at most 64 per load,
-  // paid by this load but outside load_mu_, so other loads go on meanwhile.
+  // paid by this load but outside its load lock, so other loads go on meanwhile.
   load_lock.unlock();
   EvictObjects(cap, cap - cap / 8, 64);  // returns at once while within the cap
   return ObjectRef(obj);

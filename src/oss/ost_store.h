@@ -20,6 +20,7 @@
 // writes in flight (Decision 6); writes that share a partial block are serialized here.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -249,13 +250,13 @@ class OstStore {
   // When more than `trigger` objects are cached, closes least recently used idle ones until at
   // most `keep` stay, syncing at most `max_dirty` unsynced ones first (an object whose sync
   // fails stays cached). The unsynced ones wait in evicting_ during their sync, which holds
-  // no store lock (only OpenObjectFile's out-of-descriptors path calls this under load_mu_):
+  // no store lock (only OpenObjectFile's out-of-descriptors path calls this under a load lock):
   // a lookup of one of them in the meantime takes it back into
   // the cache (the same open object, so nothing is reopened from a half-synced state).
   void EvictObjects(size_t trigger, size_t keep, size_t max_dirty);
-  // engine_->Open for object files; caller holds load_mu_. Out of descriptors (EMFILE/ENFILE,
-  // kUnavailable from the engine): evicts half the cache and tries once more; if that fails
-  // too, kUnavailable "out of file descriptors ... retry".
+  // engine_->Open for object files; caller holds the object's load lock. Out of descriptors
+  // (EMFILE/ENFILE, kUnavailable from the engine): evicts half the cache and tries once more; if
+  // that fails too, kUnavailable "out of file descriptors ... retry".
   Result<io::FileHandle> OpenObjectFile(const std::string& path, int flags);
   // Loads the slot pages covering blocks [first, end) of `obj`; `done` runs when they are in.
   void EnsurePagesAsync(const ObjectRef& obj,
@@ -284,7 +285,7 @@ class OstStore {
   // tombstone: refuse later writes (destroy); false for an HSM release.
   Status DestroyImpl(const ObjectId& id, bool sync_dir = true, bool tombstone = true);
   Status AdoptImpl(const ObjectId& from, const ObjectId& to);
-  // Takes `id` out of the object cache (under load_mu_); returns it (null if not cached).
+  // Takes `id` out of the object cache (under its load lock); returns it (null if not cached).
   ObjectRef UncacheLocked(const ObjectId& id);
   void AcquireExclusive(const ObjectRef& obj, std::function<void()> fn);
   void ReleaseExclusive(const ObjectRef& obj);
@@ -332,9 +333,12 @@ class OstStore {
   // Unsynced objects an eviction took out of the cache and is syncing before it closes them;
   // guarded by cache_mu_. CachedObject() finds them here too.
   std::unordered_map<ObjectId, ObjectRef, ObjectIdHash> evicting_;
-  // Serializes object loads (open/create/tombstone checks) with destroys. Never held across
-  // an eviction's sync.
-  std::mutex load_mu_;
+  // Serialize loads of an object (open/create/tombstone checks) with its destroy and adopt:
+  // striped by object, so loads of different objects (each an open of two files, cold ones a
+  // disk read) run side by side on the blocking pool. Never held across an eviction's sync.
+  static constexpr size_t kLoadStripes = 64;
+  std::array<std::mutex, kLoadStripes> load_mu_;
+  std::mutex& LoadMu(const ObjectId& id) { return load_mu_[ObjectIdHash{}(id) % kLoadStripes]; }
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> dirty_evictions_{0};
   std::atomic<uint64_t> background_syncs_{0};

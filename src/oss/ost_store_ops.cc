@@ -266,8 +266,8 @@ Status OstStore::DestroyImpl(const ObjectId& id, bool sync_dir, bool tombstone) 
   const std::string data_path = ObjectPath(id);
   ObjectRef obj;
   {
-    // Under load_mu_ no load can recreate the object between the tombstone and the removal.
-    std::lock_guard<std::mutex> load_lock(load_mu_);
+    // Under its load lock no load can recreate the object between the tombstone and the removal.
+    std::lock_guard<std::mutex> load_lock(LoadMu(id));
     if (tombstone) {
       const std::string tomb_path = data_path + std::string(kTombstoneSuffix);
       // A repeated destroy finds its tombstone: queued for collection once, not per destroy.
@@ -338,7 +338,7 @@ Status OstStore::AdoptImpl(const ObjectId& from, const ObjectId& to) {
   CIUIC_RETURN_IF_ERROR(DestroyImpl(to, /*sync_dir=*/false, /*tombstone=*/false));
   ObjectRef obj;
   {
-    std::lock_guard<std::mutex> load_lock(load_mu_);
+    std::lock_guard<std::mutex> load_lock(LoadMu(from));
     obj = UncacheLocked(from);
   }
   if (obj != nullptr) {
@@ -354,12 +354,12 @@ Status OstStore::AdoptImpl(const ObjectId& from, const ObjectId& to) {
   const std::string from_path = ObjectPath(from);
   const std::string to_path = ObjectPath(to);
   {
-    // Under load_mu_ no load of `to` sees the checksum file without the data file... and one
-    // that ran before sees no object at all.
-    std::lock_guard<std::mutex> load_lock(load_mu_);
+    // Under its load lock no load of `to` sees the checksum file without the data file... and
+    // one that ran before sees no object at all.
+    std::lock_guard<std::mutex> load_lock(LoadMu(to));
     // A destroyed object stays destroyed: a restore that filled it while its file was removed
     // must not bring it back (nothing would ever delete it). Destroy writes the tombstone under
-    // load_mu_ too, so either it comes first and this refuses, or the adopt does and the
+    // the same lock too, so either it comes first and this refuses, or the adopt does and the
     // destroy removes what it adopted.
     if (engine_->StatPath(to_path + std::string(kTombstoneSuffix)).ok()) {
       return Status::Stale(fmt::format("OST {} object {} was destroyed while being restored",
