@@ -746,6 +746,84 @@ def _see_into(dataset, client, resolve_threads=8):
             _TargetOf(targets, getattr(dataset, "target_transform", None)), None)
 
 
+def _rng_generators(loader):
+    """The torch.Generators an iteration of `loader` may draw its order and worker seeds from:
+    torch's global one (None: a sampler without a generator of its own draws there, as does the
+    base seed of a loader without one), the loader's, then any its sampler or batch sampler
+    holds."""
+    gens = [None]
+    for obj in (loader, loader.sampler, loader.batch_sampler,
+                getattr(loader.batch_sampler, "sampler", None)):
+        g = getattr(obj, "generator", None)
+        if g is not None and all(g is not h for h in gens):
+            gens.append(g)
+    return gens
+
+
+def _save_rng(loader):
+    """The state of every generator an iteration draws from (None for torch's global one)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - without torch nothing draws
+        return None
+    return [torch.get_rng_state() if g is None else g.get_state() for g in _rng_generators(loader)]
+
+
+def _restore_rng(loader, states):
+    import torch
+    gens = _rng_generators(loader)
+    if len(gens) != len(states):
+        raise ValueError(f"state has {len(states)} generator states, this loader draws from "
+                         f"{len(gens)} generators")
+    for g, st in zip(gens, states):
+        if g is None:
+            torch.set_rng_state(st)
+        else:
+            g.set_state(st)
+
+
+class _Skip:
+    """A sampler without its first `n` items: where a resumed iteration of torch's own code
+    starts (the indexes are skipped, no sample is loaded)."""
+
+    def __init__(self, sampler, n):
+        self.sampler, self.n = sampler, n
+
+    def __iter__(self):
+        import itertools
+        return itertools.islice(iter(self.sampler), self.n, None)
+
+    def __len__(self):
+        return max(0, len(self.sampler) - self.n)
+
+
+class _CountingIter:
+    """torch's DataLoader iterator, counting the batches it hands out (for state_dict())."""
+
+    def __init__(self, it, loader):
+        self._it, self._loader = it, loader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            if self._loader._iter_token is self:
+                self._loader._finished = True
+            raise
+        if self._loader._iter_token is self:
+            self._loader._yielded += 1
+        return batch
+
+    def __len__(self):
+        return len(self._it)
+
+    def __getattr__(self, name):
+        return getattr(self._it, name)
+
+
 class CiuicDataLoader(_TorchDataLoader):
     """torch.utils.data.DataLoader, reading ciuic data sets ahead in each epoch's exact order.
 
@@ -786,11 +864,17 @@ class CiuicDataLoader(_TorchDataLoader):
     and the transforms when they run in this process) against the epoch's wall time, as
     io_stall_s, epoch_s and stall_fraction; epoch_stats() lists every epoch so far.
 
-    Resume: state_dict() gives {"epoch", "cursor", "seed", ...}. In ciuic's order, cursor is the
-    number of samples of this epoch's global order the whole job has consumed (all ranks advance
-    in lockstep, as synchronous training does), and load_state_dict() restarts on the next
-    unseen sample at any number of workers or ranks. With a sampler, cursor counts this
-    loader's samples of the sampler's order, which must draw the same order again (seed it).
+    Resume: state_dict() may be called at any point (before, during or after an iteration) and
+    has the shape of torchdata's StatefulDataLoader state (its single-process keys:
+    _num_yielded, _sampler_iter_yielded, _iterator_finished, ...), plus ciuic's exact position:
+    {"epoch", "cursor", "seed", ...}. In ciuic's order, cursor is the number of samples of this
+    epoch's global order the whole job has consumed (all ranks advance in lockstep, as
+    synchronous training does), and load_state_dict() restarts on the next unseen sample at any
+    number of workers or ranks. With a sampler, cursor counts this loader's samples of the
+    sampler's order; the state keeps the generators' states of the iteration's start, so a
+    shuffling sampler draws the same order again. A data set it cannot see into resumes as
+    torchdata's does: the sampler's first _sampler_iter_yielded batches are skipped (an
+    IterableDataset's are read and dropped). load_state_dict({}) starts afresh.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
@@ -839,6 +923,14 @@ class CiuicDataLoader(_TorchDataLoader):
                              pin_memory_device=pin_memory_device)
         self._accelerated = accelerated
         self._ds = view  # what the engine reads: the data set, or the view of its files
+        # Resume state common to both paths (state_dict()): batches handed out by the current
+        # iteration (counting those before a resume), whether it ran to its end, the generators'
+        # states at its start, and what load_state_dict() left for the next iteration.
+        self._yielded = 0
+        self._finished = False
+        self._iter_rng = None
+        self._iter_token = None
+        self._next_state = None
         # A sampler, batch sampler or generator of the caller's: torch's batches, in its order.
         self._sampler_order = sampler is not None or batch_sampler is not None or \
             generator is not None
@@ -926,9 +1018,22 @@ class CiuicDataLoader(_TorchDataLoader):
             return mine
         return mine // self.batch_size if self.drop_last else math.ceil(mine / self.batch_size)
 
+    def _torchdata_keys(self, yielded, finished):
+        # torchdata's StatefulDataLoader keys (its single-process iterator's), ciuic's values.
+        return {"_index_sampler_state": None, "_sampler_iter_state": None,
+                "_sampler_iter_yielded": yielded, "_num_yielded": yielded,
+                "_IterableDataset_len_called": None, "_shared_seed": None,
+                "fetcher_state": None, "dataset_state": None, "_iterator_finished": finished}
+
     def state_dict(self):
         if not self._accelerated:
-            raise TypeError("state_dict() needs a ciuic data set (this loader runs torch's code)")
+            # torch's code runs: its position is the batches handed out, and the generators'
+            # states at the iteration's start (the sampler draws the same order again).
+            finished = self._finished
+            rng = _save_rng(self) if finished or self._iter_rng is None else self._iter_rng
+            state = self._torchdata_keys(self._yielded, finished)
+            state["rng_state"] = rng
+            return state
         if self._sampler_order:
             total = self._epoch_total  # the sampler's samples this epoch (None before one)
             cursor = self._cursor + self._consumed
@@ -936,25 +1041,56 @@ class CiuicDataLoader(_TorchDataLoader):
             total = len(self._ds)
             cursor = min(self._cursor + self._consumed * self.world_size, total)
         epoch = self.epoch
-        if total is not None and cursor >= total:  # epoch done: resume at the next one's start
+        finished = total is not None and cursor >= total
+        if finished:  # epoch done: resume at the next one's start
             epoch, cursor = epoch + 1, 0
-        return {"epoch": epoch, "cursor": cursor,
-                "seed": self.seed, "shuffle": self.shuffle,
-                "locality_window": self.locality_window, "num_samples": len(self._ds),
-                "sampler": self._sampler_order}
+        rng = None
+        if self._sampler_order:
+            # The order the sampler draws: from the generators' states at this iteration's start
+            # (mid-epoch), or their states now (the next iteration draws from them).
+            rng = _save_rng(self) if finished or self._iter_rng is None else self._iter_rng
+        state = self._torchdata_keys(self._yielded, finished)
+        state.update({"epoch": epoch, "cursor": cursor, "seed": self.seed, "shuffle": self.shuffle,
+                      "locality_window": self.locality_window, "num_samples": len(self._ds),
+                      "sampler": self._sampler_order, "rng_state": rng})
+        return state
 
     def load_state_dict(self, state):
+        if not state:  # as torchdata: an empty state starts afresh
+            self._next_state = None
+            if self._accelerated:
+                self._resume = None
+            return
+        if not self._accelerated:
+            if "_sampler_iter_yielded" not in state:
+                raise ValueError("state has no _sampler_iter_yielded: not a DataLoader state")
+            self._next_state = state
+            return
+        if "cursor" not in state:
+            # A state of torchdata's shape from another loader: its batches are skipped, in
+            # this loader's order.
+            if "_sampler_iter_yielded" not in state:
+                raise ValueError("state has neither cursor nor _sampler_iter_yielded")
+            yielded = int(state["_sampler_iter_yielded"])
+            per = (self.batch_size or 1) * (1 if self._sampler_order else self.world_size)
+            state = {"epoch": self.epoch, "cursor": min(yielded * per, len(self._ds)),
+                     "_num_yielded": yielded}
         if state.get("num_samples", len(self._ds)) != len(self._ds):
             raise ValueError(f"state is for a data set of {state['num_samples']} samples, "
                              f"this one has {len(self._ds)}")
         cursor = int(state["cursor"])
         if not 0 <= cursor <= len(self._ds):
             raise ValueError(f"cursor {cursor} out of range [0, {len(self._ds)}]")
+        rng = state.get("rng_state")
+        if rng is not None and self._sampler_order and len(rng) != len(_rng_generators(self)):
+            raise ValueError(f"state has {len(rng)} generator states, this loader draws from "
+                             f"{len(_rng_generators(self))} generators")
         self.epoch = int(state["epoch"])
         self.seed = state.get("seed", self.seed)
         self.shuffle = state.get("shuffle", self.shuffle)
         self.locality_window = state.get("locality_window", self.locality_window)
         self._resume = cursor
+        self._next_state = state
 
     def stats(self):
         """Figures of the current (or last) epoch, as a dict:
@@ -973,9 +1109,42 @@ class CiuicDataLoader(_TorchDataLoader):
         """The stats() figures of every iteration so far, oldest first (without engine)."""
         return [dict(e) for e in self._epoch_stats]
 
+    @property
+    def _index_sampler(self):
+        # torch's iterators take their sampler here; a resumed one skips what was handed out.
+        sampler = super()._index_sampler
+        skip = getattr(self, "_skip", 0)
+        return _Skip(sampler, skip) if skip else sampler
+
+    def _torch_iter(self):
+        """An iteration of torch's own code (data sets it cannot see into), resumable."""
+        state, self._next_state = self._next_state, None
+        yielded = 0
+        if state is not None and not state.get("_iterator_finished", False):
+            yielded = int(state["_sampler_iter_yielded"])
+            if state.get("rng_state") is not None:
+                _restore_rng(self, state["rng_state"])
+        elif state is not None and state.get("rng_state") is not None:
+            _restore_rng(self, state["rng_state"])  # the next epoch's draws
+        self._iter_rng = _save_rng(self)
+        iterable = getattr(self, "_dataset_kind", None) == 1  # torch's _DatasetKind.Iterable
+        self._skip = 0 if iterable else yielded
+        try:
+            it = _CountingIter(super().__iter__(), self)
+        finally:
+            self._skip = 0
+        self._iter_token = it
+        self._yielded, self._finished = 0, False
+        if iterable:
+            for _ in range(yielded):  # no indexes to skip: read the batches and drop them
+                next(it)
+        else:
+            self._yielded = yielded
+        return it
+
     def __iter__(self):
         if not self._accelerated:
-            return super().__iter__()
+            return self._torch_iter()
         start = time.perf_counter()
         rec = {"epoch": self.epoch, "batches": 0, "io_stall_s": 0.0, "epoch_s": 0.0,
                "stall_fraction": 0.0, "complete": False}
@@ -1025,10 +1194,16 @@ class CiuicDataLoader(_TorchDataLoader):
 
     def _start_iter(self):
         self._close(keep_pool=self.persistent_workers)
+        state, self._next_state = self._next_state, None
+        if state and state.get("rng_state") is not None and self._sampler_order:
+            _restore_rng(self, state["rng_state"])  # the sampler draws that iteration's order
+        self._iter_rng = _save_rng(self) if self._sampler_order else None
         self._draw_base_seed()
         self._cursor = self._resume if self._resume is not None else 0
         self._resume = None
         self._consumed = 0
+        self._finished = False
+        self._yielded = int(state.get("_num_yielded", 0)) if state and self._cursor else 0
         idx, sizes = self._order()
         ds = self._ds
         budget = self.prefetch_bytes
@@ -1117,6 +1292,7 @@ class CiuicDataLoader(_TorchDataLoader):
                 for raw, lab, count in _ahead(self._raw_batches(engine, labels, sizes), engine):
                     batch = _apply(*fn, raw, lab)
                     self._consumed += count
+                    self._yielded += 1
                     self._advance_restore()
                     yield self._pin(batch)
             else:
@@ -1128,12 +1304,14 @@ class CiuicDataLoader(_TorchDataLoader):
                         res, c = window.pop(0)
                         batch = self._result(res)
                         self._consumed += c
+                        self._yielded += 1
                         self._advance_restore()
                         yield self._pin(batch)
                 while window:
                     res, c = window.pop(0)
                     batch = self._result(res)
                     self._consumed += c
+                    self._yielded += 1
                     self._advance_restore()
                     yield self._pin(batch)
         finally:

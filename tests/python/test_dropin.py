@@ -333,3 +333,130 @@ def test_local_files_and_missing_files(client, jpegs, tmp_path):
     gone = Listed([(jpegs[0], 0), ("/ds/jpeg/no-such.jpg", 0)], lambda p: p)
     with pytest.raises(OSError, match="no-such.jpg"):
         CiuicDataLoader(gone, client=client)
+
+
+# State in torchdata's StatefulDataLoader shape (issue 19, item 4).
+
+TORCHDATA_KEYS = {"_index_sampler_state", "_sampler_iter_state", "_sampler_iter_yielded",
+                  "_num_yielded", "_IterableDataset_len_called", "_shared_seed", "fetcher_state",
+                  "dataset_state", "_iterator_finished"}
+
+
+def test_state_has_torchdata_shape_at_any_point(ds):
+    dl = CiuicDataLoader(ds, batch_size=4, shuffle=True, seed=3, collate_fn=raw)
+    before = dl.state_dict()
+    assert TORCHDATA_KEYS <= set(before)
+    assert before["_num_yielded"] == 0 and before["_iterator_finished"] is False
+    it = iter(dl)
+    for k in range(1, 4):
+        next(it)
+        state = dl.state_dict()
+        assert state["_num_yielded"] == state["_sampler_iter_yielded"] == k
+        assert state["cursor"] == 4 * k and state["_iterator_finished"] is False
+    list(it)
+    done = dl.state_dict()
+    assert done["_iterator_finished"] is True and done["_num_yielded"] == (N + 3) // 4
+    assert (done["epoch"], done["cursor"]) == (1, 0)
+    # Resumed: the count goes on from the state's.
+    again = CiuicDataLoader(ds, batch_size=4, shuffle=True, seed=3, collate_fn=raw)
+    again.load_state_dict(state)
+    it = iter(again)
+    next(it)
+    assert again.state_dict()["_num_yielded"] == 4
+    it.close()
+
+
+def test_empty_state_starts_afresh_and_old_states_still_load(ds):
+    full = as_ids(CiuicDataLoader(ds, batch_size=4, shuffle=True, seed=5, collate_fn=raw))
+    dl = CiuicDataLoader(ds, batch_size=4, shuffle=True, seed=5, collate_fn=raw)
+    dl.load_state_dict({"epoch": 0, "cursor": 8})  # the shape states had before
+    assert as_ids(dl) == full[2:]
+    dl.load_state_dict({"epoch": 0, "cursor": 8})
+    dl.load_state_dict({})  # torchdata's "no state": the next iteration starts at the beginning
+    assert as_ids(dl) == full
+    # A bare torchdata state (no ciuic keys) skips its batches in this loader's order.
+    dl.load_state_dict({"_sampler_iter_yielded": 3, "_num_yielded": 3,
+                        "_iterator_finished": False})
+    assert as_ids(dl) == full[3:]
+    with pytest.raises(ValueError):
+        dl.load_state_dict({"_num_yielded": 3})
+
+
+@pytest.mark.parametrize("with_generator", [False, True])
+def test_resume_with_a_shuffling_sampler_draws_the_same_order(ds, with_generator):
+    def make():
+        g = torch.Generator().manual_seed(11) if with_generator else None
+        return CiuicDataLoader(ds, batch_size=3, sampler=torch.utils.data.RandomSampler(ds),
+                               generator=g, collate_fn=raw)
+
+    torch.manual_seed(7)
+    dl = make()
+    it = iter(dl)
+    first = as_ids([next(it), next(it)])
+    state = dl.state_dict()
+    rest_uninterrupted = as_ids(it)
+    torch.manual_seed(12345)  # a restarted process draws other numbers until the state loads
+    again = make()
+    again.load_state_dict(state)
+    assert as_ids(again) == rest_uninterrupted
+    assert len(first) * 3 + sum(len(b) for b in rest_uninterrupted) == N
+
+
+class Numbers(torch.utils.data.Dataset):
+    """A data set CiuicDataLoader cannot see into: torch's own code loads it."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return i
+
+
+class NumberStream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(30))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("with_generator", [False, True])
+def test_torch_path_resumes_as_torchdata_does(workers, with_generator):
+    def make():
+        g = torch.Generator().manual_seed(4) if with_generator else None
+        with pytest.warns(UserWarning, match="prefetch off"):
+            return CiuicDataLoader(Numbers(40), batch_size=6, shuffle=True, generator=g,
+                                   num_workers=workers)
+
+    torch.manual_seed(1)
+    dl = make()
+    assert TORCHDATA_KEYS <= set(dl.state_dict())
+    it = iter(dl)
+    first = [next(it).tolist() for _ in range(3)]
+    state = dl.state_dict()
+    assert state["_num_yielded"] == 3 and state["_iterator_finished"] is False
+    rest = [b.tolist() for b in it]
+    assert dl.state_dict()["_iterator_finished"] is True
+    torch.manual_seed(99)
+    again = make()
+    again.load_state_dict(state)
+    it = iter(again)
+    assert len(it) == len(rest)
+    assert [b.tolist() for b in it] == rest
+    assert sorted(sum(first + rest, [])) == list(range(40))
+    assert again.state_dict()["_num_yielded"] == 3 + len(rest)
+
+
+def test_torch_path_iterable_data_set_resumes_by_reading_ahead():
+    with pytest.warns(UserWarning):
+        dl = CiuicDataLoader(NumberStream(), batch_size=4)
+    it = iter(dl)
+    next(it), next(it)
+    state = dl.state_dict()
+    with pytest.warns(UserWarning):
+        again = CiuicDataLoader(NumberStream(), batch_size=4)
+    again.load_state_dict(state)
+    assert [b.tolist() for b in again][0] == [8, 9, 10, 11]
+    with pytest.raises(ValueError):
+        again.load_state_dict({"epoch": 0})
