@@ -82,6 +82,11 @@ struct ClientOptions {
   // placed there by the OSS directly, without crossing a socket. $CIUIC_SHM_READS=0 turns it
   // off too.
   bool shm_reads = true;
+  // Small reads to one OSS that are waiting to be sent at the same time (a loader's samples,
+  // random 4 KiB reads at depth) go out as one ReadBatch frame (docs/formats/wire.md): reads
+  // placed in shared memory, and reads over TCP of up to 16 KiB. $CIUIC_BATCH_READS=0 turns it
+  // off too.
+  bool batch_reads = true;
   // The node cache (docs/design.md "Node cache"): a directory shared by every ciuic client on
   // this machine that keeps 1 MiB blocks of the files read, keyed by FID and data_version, so a
   // second read (another epoch, another process) comes from local disk. Files opened read-only

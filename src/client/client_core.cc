@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string_view>
 
@@ -100,6 +101,8 @@ ClientCore::ClientCore(const ClientOptions& options) : options_(options) {
     options_.ost_retry_ms = 0;
   const char* shm = std::getenv("CIUIC_SHM_READS");
   shm_reads_ = options_.shm_reads && !(shm != nullptr && std::string_view(shm) == "0");
+  const char* batch = std::getenv("CIUIC_BATCH_READS");
+  batch_reads_ = options_.batch_reads && !(batch != nullptr && std::string_view(batch) == "0");
   shm_spare_ = NewShmSpare();
 }
 
@@ -307,6 +310,18 @@ void ClientCore::Shutdown() {
     Fail(c, Status::Aborted("client shut down"));
   if (loop_)
     loop_->Stop();
+  // Reads queued for a flush that will not run now (QueueRead refuses new ones from here on).
+  std::vector<std::shared_ptr<OstCall>> queued;
+  {
+    std::lock_guard<std::mutex> lock(rq_mu_);
+    for (auto& [ch, q] : rq_) {
+      for (auto& c : q.calls)
+        queued.push_back(std::move(c));
+    }
+    rq_.clear();
+  }
+  for (auto& c : queued)
+    Fail(c, Status::Aborted("client shut down"));
 }
 
 bool ClientCore::WaitOrStop(int64_t ms) {
@@ -811,12 +826,163 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
       PrepareShmRead(addr, raw)) {
     in_dest = {};  // the OSS places the blocks in shared memory: the reply has none
   }
+  const int timeout = raw->timeout_ms > 0 ? raw->timeout_ms : options_.io_timeout_ms;
+  if (batch_reads_ && Batchable(*raw)) {
+    QueueRead(std::move(ch), std::move(call), timeout);
+    return;
+  }
+  SendOne(std::move(ch), std::move(call), timeout);
+}
+
+void ClientCore::SendOne(std::shared_ptr<net::RpcChannel> ch,
+                         std::shared_ptr<OstCall> call,
+                         int timeout) {
+  OstCall* raw = call.get();
+  // A read placed in shared memory offers no destination: the reply carries no blocks.
+  const std::span<uint8_t> in_dest = raw->shm ? std::span<uint8_t>() : raw->in_dest;
   ch->CallAsync(
       raw->type, *raw->req, raw->out_data, in_dest,
       [this, call = std::move(call), ch](Result<net::Reply> r) mutable {
         OnCallDone(std::move(call), std::move(ch), std::move(r));
       },
-      raw->timeout_ms > 0 ? raw->timeout_ms : options_.io_timeout_ms);
+      timeout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Read batches
+
+namespace {
+// Entries of one ReadBatch (the OSS takes at most 64), and the largest read over TCP that is
+// batched: a reply up to this size is read through the connection's buffer anyway (one copy
+// either way), where a larger one goes straight into its destination when sent alone.
+constexpr size_t kMaxBatchReads = 32;
+constexpr size_t kMaxBatchedTcpRead = 16 << 10;
+}  // namespace
+
+bool ClientCore::Batchable(const OstCall& call) const {
+  if (call.type != net::MsgType::kRead)
+    return false;
+  return call.shm || (!call.in_dest.empty() && call.in_dest.size() <= kMaxBatchedTcpRead);
+}
+
+void ClientCore::QueueRead(std::shared_ptr<net::RpcChannel> ch,
+                           std::shared_ptr<OstCall> call,
+                           int timeout) {
+  ReadQueue full;
+  bool post = false;
+  {
+    std::lock_guard<std::mutex> lock(rq_mu_);
+    if (shutdown_.load()) {
+      // Shutdown drains the queues once; nothing may join them after.
+    } else if (no_batch_.count(ch.get()) != 0) {
+      // Its OSS does not know ReadBatch: sent alone below.
+    } else {
+      ReadQueue& q = rq_[ch.get()];
+      post = q.calls.empty();
+      q.timeout_ms = q.calls.empty() ? timeout : std::min(q.timeout_ms, timeout);
+      q.calls.push_back(std::move(call));
+      if (q.calls.size() >= kMaxBatchReads) {
+        full = std::move(q);
+        rq_.erase(ch.get());
+        post = false;
+      }
+    }
+  }
+  if (call) {  // not queued (moved from when it was)
+    if (shutdown_.load())
+      return Fail(std::move(call), Status::Aborted("client shut down"));
+    SendOne(std::move(ch), std::move(call), timeout);
+    return;
+  }
+  if (!full.calls.empty()) {
+    SendReads(std::move(ch), std::move(full));
+    return;
+  }
+  if (post)
+    loop_->Post([this, ch = std::move(ch)] { FlushReads(ch); });
+}
+
+void ClientCore::FlushReads(const std::shared_ptr<net::RpcChannel>& ch) {
+  ReadQueue q;
+  {
+    std::lock_guard<std::mutex> lock(rq_mu_);
+    auto it = rq_.find(ch.get());
+    if (it == rq_.end())
+      return;  // sent full meanwhile
+    q = std::move(it->second);
+    rq_.erase(it);
+  }
+  SendReads(ch, std::move(q));
+}
+
+void ClientCore::SendReads(std::shared_ptr<net::RpcChannel> ch, ReadQueue q) {
+  if (q.calls.size() == 1) {
+    SendOne(std::move(ch), std::move(q.calls.front()), q.timeout_ms);
+    return;
+  }
+  pb::ReadBatchReq req;
+  for (const auto& c : q.calls)
+    *req.add_reads() = static_cast<const pb::ReadReq&>(*c->req);
+  auto calls = std::make_shared<std::vector<std::shared_ptr<OstCall>>>(std::move(q.calls));
+  ch->CallAsync(
+      net::MsgType::kReadBatch, req, {}, {},
+      [this, ch, calls](Result<net::Reply> r) mutable {
+        auto fail_all = [&](const Status& st) {
+          for (auto& c : *calls)
+            OnCallDone(std::move(c), ch, st);
+        };
+        if (!r.ok()) {
+          if (r.status().code() == StatusCode::kNotSupported) {
+            // An OSS without ReadBatch: this channel's reads go one per frame from now on.
+            {
+              std::lock_guard<std::mutex> lock(rq_mu_);
+              no_batch_.insert(ch.get());
+            }
+            for (auto& c : *calls)
+              Dispatch(std::move(c));
+            return;
+          }
+          return fail_all(r.status());
+        }
+        pb::ReadBatchResp resp;
+        Status st = net::Parse(r->body, &resp, "ReadBatchResp");
+        if (st.ok() && resp.reads_size() != static_cast<int>(calls->size())) {
+          st = Status::Corruption(fmt::format("read batch of {} entries answered with {}",
+                                              calls->size(), resp.reads_size()));
+        }
+        if (!st.ok())
+          return fail_all(st);
+        uint64_t off = 0;
+        for (size_t i = 0; i < calls->size(); ++i) {
+          auto& c = (*calls)[i];
+          pb::ReadBatchEntry* e = resp.mutable_reads(static_cast<int>(i));
+          if (e->has_error()) {
+            OnCallDone(std::move(c), ch, net::FromPb(e->error()));
+            continue;
+          }
+          net::Reply one;
+          one.body = std::move(*e->mutable_resp());
+          const uint64_t len = e->data_len();
+          if (len > 0) {
+            // Over TCP: its blocks into its destination (Batchable: it offered one).
+            if (c->shm || off + len > r->data_len || len > c->in_dest.size()) {
+              OnCallDone(std::move(c), ch,
+                         Status::Corruption(fmt::format(
+                             "read batch entry {} carries {} bytes at {} of a {}-byte data "
+                             "segment for a {}-byte destination",
+                             i, len, off, r->data_len, c->shm ? 0 : c->in_dest.size())));
+              off += len;
+              continue;
+            }
+            std::memcpy(c->in_dest.data(), r->data.data() + off, len);
+            one.data_len = len;
+            one.data_in_dest = true;
+            off += len;
+          }
+          OnCallDone(std::move(c), ch, std::move(one));
+        }
+      },
+      q.timeout_ms);
 }
 
 void ClientCore::ConnectOss(std::string addr) {

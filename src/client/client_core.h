@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ciuic.pb.h"
@@ -284,6 +285,18 @@ class ClientCore {
     std::vector<std::shared_ptr<OstCall>> waiting;
   };
   void Dispatch(std::shared_ptr<OstCall> call);
+  // Read batches (docs/formats/wire.md "Read batches"): a read Dispatch may batch is queued
+  // per channel; the first one queued posts a flush to the event loop, and every read queued
+  // before it runs goes out with it in one ReadBatch frame (a full batch goes at once).
+  struct ReadQueue {
+    std::vector<std::shared_ptr<OstCall>> calls;
+    int timeout_ms = 0;
+  };
+  bool Batchable(const OstCall& call) const;
+  void QueueRead(std::shared_ptr<net::RpcChannel> ch, std::shared_ptr<OstCall> call, int timeout);
+  void FlushReads(const std::shared_ptr<net::RpcChannel>& ch);
+  void SendReads(std::shared_ptr<net::RpcChannel> ch, ReadQueue q);
+  void SendOne(std::shared_ptr<net::RpcChannel> ch, std::shared_ptr<OstCall> call, int timeout);
   // Capabilities (docs/design.md "Tenants and capabilities"): kept from every layout the MDS
   // returns, put into each OSS request for the file's objects, fetched again (GetAttr) when an
   // OSS refuses one (expired, or none known here, as for OpenResolved after eviction).
@@ -365,6 +378,12 @@ class ClientCore {
   std::vector<std::shared_ptr<OstCall>> map_waiting_;   // CIUIC_GUARDED_BY(ost_mu_)
 
   bool shm_reads_ = true;
+  bool batch_reads_ = true;
+  std::mutex rq_mu_;
+  // Reads waiting for their channel's flush, by channel (the key is the channel's address: the
+  // queued calls hold it). Channels whose OSS answered kNotSupported are in no_batch_.
+  std::unordered_map<net::RpcChannel*, ReadQueue> rq_;  // CIUIC_GUARDED_BY(rq_mu_)
+  std::unordered_set<net::RpcChannel*> no_batch_;       // CIUIC_GUARDED_BY(rq_mu_)
   std::mutex shm_mu_;
   std::vector<std::weak_ptr<ShmState>> shm_;  // CIUIC_GUARDED_BY(shm_mu_)
   std::shared_ptr<ShmSpare> shm_spare_;

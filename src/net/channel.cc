@@ -440,6 +440,10 @@ void* EventLoop::native() {
   return &impl_->ctx;
 }
 
+void EventLoop::Post(std::function<void()> fn) {
+  asio::post(impl_->ctx, std::move(fn));
+}
+
 // ---------------------------------------------------------------------------------------------
 // RpcChannel
 

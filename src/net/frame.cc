@@ -223,6 +223,8 @@ std::string MsgTypeName(uint16_t type) {
       return "ObjStat";
     case MsgType::kOstStatfs:
       return "OstStatfs";
+    case MsgType::kReadBatch:
+      return "ReadBatch";
     case MsgType::kHsmObj:
       return "HsmObj";
     case MsgType::kResyncCheck:

@@ -67,6 +67,7 @@ enum class MsgType : uint16_t {
   kDestroy = 304,
   kObjStat = 305,
   kOstStatfs = 306,
+  kReadBatch = 307,    // several reads in one frame (ReadBatchReq / ReadBatchResp)
   kHsmObj = 310,       // HSM copy of one stripe object between its OST and the cold tier
   kResyncCheck = 311,  // OSS to OSS: which objects of a chain differ at a syncing member
   kResyncPut = 312,    // OSS to OSS: one piece of an object for a syncing member

@@ -55,6 +55,14 @@ Status Parse(std::string_view body, google::protobuf::MessageLite* m, const char
 
 struct CallState;  // internal
 
+// The answer of a ServerCall made by Part(): what Reply or ReplyError would have sent.
+struct PartReply {
+  Status status;  // not OK: ReplyError's status (body and data empty)
+  std::string body;
+  std::vector<ConstSpan> data;
+  std::shared_ptr<void> keepalive;  // holds what `data` points to
+};
+
 // One incoming request. Exactly one of Reply/ReplyError must be called (the destructor answers
 // kInternal if neither was). Movable; may be replied from any thread.
 class ServerCall {
@@ -87,6 +95,11 @@ class ServerCall {
   // Counts `bytes` of data delivered outside the reply's data segment (into a client's shared
   // memory) as read by the peer's job. Call before replying.
   void AddJobReadBytes(uint64_t bytes);
+  // A call for one part of this request (an entry of a batch): the same peer, role, key and
+  // job, type `type`, no body or data of its own; its Reply or ReplyError goes to `sink` (on
+  // the replying thread) instead of the connection, and is not counted in the metrics (the
+  // batch's own reply is). This call must be replied to separately.
+  ServerCall Part(MsgType type, std::function<void(PartReply)> sink) const;
 
  private:
   std::shared_ptr<CallState> state_;
@@ -187,6 +200,9 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
   void Stop();
   void* native();  // the asio::io_context*, for the implementation
+  // Runs `fn` on one of the loop's threads, after what is already queued there (dropped once
+  // the loop stopped).
+  void Post(std::function<void()> fn);
 
  private:
   friend class RpcChannel;

@@ -32,6 +32,8 @@ struct CallState {
   std::atomic<bool> replied{false};
   // Set instead of `conn` for a request made by RpcServer::TEST_Dispatch: takes the reply.
   std::function<void(detail::OutFrame)> sink;
+  // Set for a part of a batched request (ServerCall::Part): takes the reply unframed.
+  std::function<void(PartReply)> part_sink;
   // Metrics (metrics null: the server exports none).
   std::shared_ptr<detail::RpcMetrics> metrics;
   detail::OpMetrics* op = nullptr;
@@ -420,6 +422,21 @@ bool ServerCall::replied() const {
   return state_ && state_->replied.load();
 }
 
+ServerCall ServerCall::Part(MsgType type, std::function<void(PartReply)> sink) const {
+  auto st = std::make_shared<CallState>();
+  if (state_ != nullptr) {
+    st->conn = state_->conn;  // for peer() only: the reply goes to part_sink
+    st->role = state_->role;
+    st->key_id = state_->key_id;
+    st->request_id = state_->request_id;
+    st->job = state_->job;
+    st->received = state_->received;
+  }
+  st->type = type;
+  st->part_sink = std::move(sink);
+  return ServerCall(std::move(st));
+}
+
 void ServerCall::Reply(const google::protobuf::MessageLite& body,
                        std::vector<ConstSpan> data,
                        std::shared_ptr<void> keepalive) {
@@ -428,6 +445,11 @@ void ServerCall::Reply(const google::protobuf::MessageLite& body,
   if (state_->replied.exchange(true)) {
     LOG_ERROR("second reply to {} request {} from {} ignored",
               MsgTypeName(static_cast<uint16_t>(state_->type)), state_->request_id, state_->peer());
+    return;
+  }
+  if (state_->part_sink) {
+    state_->part_sink(
+        PartReply{Status::OK(), Serialize(body), std::move(data), std::move(keepalive)});
     return;
   }
   uint64_t data_len = 0;
@@ -456,6 +478,10 @@ void ServerCall::ReplyError(const Status& status) {
     return;
   }
   Status s = status.ok() ? Status::Internal("error reply with an OK status") : status;
+  if (state_->part_sink) {
+    state_->part_sink(PartReply{std::move(s), {}, {}, nullptr});
+    return;
+  }
   detail::OutFrame f =
       detail::MakeErrorFrame(static_cast<uint16_t>(state_->type), state_->request_id, s);
   state_->Account(f, 0, s.code());

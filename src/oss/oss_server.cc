@@ -26,6 +26,8 @@ namespace {
 
 // A reply is at most the frame's data limit; reads are capped so their aligned blocks fit.
 constexpr uint64_t kMaxReadLength = (uint64_t{64} << 20) - 2 * kBlockSize;
+// Entries of one ReadBatch (docs/formats/wire.md "Read batches").
+constexpr int kMaxBatchReads = 64;
 // Below this much free space an OST reports itself full (state 2).
 constexpr uint64_t kFullThreshold = uint64_t{64} << 20;
 constexpr uint32_t kTaskDestroy = 1;
@@ -298,6 +300,7 @@ void OssServer::RegisterHandlers() {
   using net::MsgType;
   rpc_->Register(MsgType::kWrite, [this](net::ServerCall c) { HandleWrite(std::move(c)); });
   rpc_->Register(MsgType::kRead, [this](net::ServerCall c) { HandleRead(std::move(c)); });
+  rpc_->Register(MsgType::kReadBatch, [this](net::ServerCall c) { HandleReadBatch(std::move(c)); });
   rpc_->Register(MsgType::kSync, [this](net::ServerCall c) { HandleSync(std::move(c)); });
   rpc_->Register(MsgType::kPunch, [this](net::ServerCall c) { HandlePunch(std::move(c)); });
   rpc_->Register(MsgType::kDestroy, [this](net::ServerCall c) { HandleDestroy(std::move(c)); });
@@ -380,6 +383,82 @@ void OssServer::HandleRead(net::ServerCall call) {
   Status st = call.ParseBody(&req);
   if (!st.ok())
     return call.ReplyError(st);
+  ServeRead(std::move(call), std::move(req));
+}
+
+void OssServer::HandleReadBatch(net::ServerCall call) {
+  auto req = std::make_shared<pb::ReadBatchReq>();
+  Status st = call.ParseBody(req.get());
+  if (!st.ok())
+    return call.ReplyError(st);
+  const int n = req->reads_size();
+  if (n == 0 || n > kMaxBatchReads) {
+    return call.ReplyError(Status::InvalidArgument(
+        fmt::format("read batch of {} entries; 1 to {} per request", n, kMaxBatchReads)));
+  }
+  // Its reply is one frame: the bytes read over TCP are bounded as one Read's.
+  uint64_t tcp_bytes = 0;
+  for (const pb::ReadReq& r : req->reads()) {
+    if (r.shm_token() == 0)
+      tcp_bytes += std::min<uint64_t>(r.length(), kMaxReadLength + 1);
+  }
+  if (tcp_bytes > kMaxReadLength) {
+    return call.ReplyError(Status::InvalidArgument(fmt::format(
+        "read batch of {} bytes over TCP; at most {} per request", tcp_bytes, kMaxReadLength)));
+  }
+  // The entries' answers are gathered here; the last one to arrive sends the reply (the data
+  // segments of entries read over TCP one after the other, each entry's buffer held until the
+  // reply is written).
+  struct Batch {
+    std::mutex mu;
+    int left = 0;
+    std::vector<net::PartReply> parts;
+    net::ServerCall call;
+  };
+  read_batches_.fetch_add(1, std::memory_order_relaxed);
+  auto b = std::make_shared<Batch>();
+  b->left = n;
+  b->parts.resize(static_cast<size_t>(n));
+  b->call = std::move(call);
+  auto finish = [b] {
+    pb::ReadBatchResp resp;
+    std::vector<net::ConstSpan> data;
+    auto hold = std::make_shared<std::vector<std::shared_ptr<void>>>();
+    for (net::PartReply& p : b->parts) {
+      pb::ReadBatchEntry* e = resp.add_reads();
+      if (!p.status.ok()) {
+        net::ToPb(p.status, e->mutable_error());
+        continue;
+      }
+      e->set_resp(std::move(p.body));
+      uint64_t len = 0;
+      for (const net::ConstSpan& s : p.data) {
+        len += s.size;
+        data.push_back(s);
+      }
+      e->set_data_len(len);
+      if (p.keepalive)
+        hold->push_back(std::move(p.keepalive));
+    }
+    b->call.Reply(resp, std::move(data), std::move(hold));
+  };
+  for (int i = 0; i < n; ++i) {
+    net::ServerCall part = b->call.Part(net::MsgType::kRead, [b, i, finish](net::PartReply r) {
+      bool last;
+      {
+        std::lock_guard<std::mutex> lock(b->mu);
+        b->parts[static_cast<size_t>(i)] = std::move(r);
+        last = --b->left == 0;
+      }
+      if (last)
+        finish();
+    });
+    ServeRead(std::move(part), std::move(*req->mutable_reads(i)));
+  }
+}
+
+void OssServer::ServeRead(net::ServerCall call, pb::ReadReq req) {
+  Status st;
   OstStore* store = FindOst(req.ost());
   if (store == nullptr)
     return call.ReplyError(NoSuchOst(req.ost()));

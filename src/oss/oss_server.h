@@ -144,6 +144,8 @@ class OssServer {
   bool registered() const { return registered_.load(); }
   // Reads answered into a client's shared memory so far.
   uint64_t shm_reads() const;
+  // ReadBatch requests served so far (each several reads).
+  uint64_t read_batches() const { return read_batches_.load(std::memory_order_relaxed); }
   uint64_t heartbeats() const { return heartbeats_.load(); }
   // Tests: while paused the OSS neither registers nor heartbeats, as if cut off from the MDS
   // (clients still reach it).
@@ -255,6 +257,10 @@ class OssServer {
   void HandleRepair(net::ServerCall call);
   void HandleRepairPush(net::ServerCall call);
   void HandleRead(net::ServerCall call);
+  // One read, parsed (a Read's body, or an entry of a ReadBatch answered through a part call).
+  void ServeRead(net::ServerCall call, pb::ReadReq req);
+  // Several reads in one frame: each entry served as its own Read, one reply for all.
+  void HandleReadBatch(net::ServerCall call);
   // Reads the object (or, `staged`, the staging object of its restore in progress: a pin the
   // read gives back when it is over).
   void ReadObject(net::ServerCall call,
@@ -341,6 +347,7 @@ class OssServer {
   std::atomic<uint64_t> inflight_bytes_{0};
   std::atomic<bool> registered_{false};
   std::atomic<uint64_t> heartbeats_{0};
+  std::atomic<uint64_t> read_batches_{0};
 
   std::mutex mu_;
   std::condition_variable cv_;

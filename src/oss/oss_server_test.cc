@@ -596,6 +596,100 @@ TEST_F(OssServerTest, ReadsIntoTheSharedMemoryOfAColocatedClient) {
       WaitFor([&] { return shm_read(token, 0, 0, 4096, &resp).code() == StatusCode::kNotFound; }));
 }
 
+// A ReadBatch answers each entry as its own Read would have been answered, in order: bytes over
+// TCP one entry after the other in the data segment, bytes placed in shared memory, and an
+// entry that fails (an unknown OST, an unknown region) failing alone. A batch that is empty,
+// too long or too large fails as a whole.
+TEST_F(OssServerTest, ReadBatchAnswersEveryEntryAsItsOwnRead) {
+  StartServer();
+  const ObjectId a{Fid{1, 81, 0}, 1, 0};
+  const ObjectId b{Fid{1, 82, 0}, 1, 0};
+  auto da = Bytes(10000, 3);
+  auto db = Bytes(70001, 4);
+  ASSERT_TRUE(Write(0, a, 0, da).ok());
+  ASSERT_TRUE(Write(5, b, 0, db).ok());
+  const std::string addr = fmt::format("127.0.0.1:{}", server_->port());
+  auto region = net::ShmRegion::Create(1 << 20);
+  ASSERT_TRUE(region.ok()) << region.status().ToString();
+  auto reg = net::RegisterShm(addr, **region);
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  uint8_t* base = (*region)->data();
+  std::memset(base, 0xee, (*region)->size());
+
+  pb::ReadBatchReq req;
+  auto add = [&](uint32_t ost, const ObjectId& id, uint64_t off, uint64_t len, uint64_t token,
+                 uint64_t shm_off) {
+    pb::ReadReq* r = req.add_reads();
+    r->set_ost(ost);
+    net::ToPb(id, r->mutable_obj());
+    r->set_offset(off);
+    r->set_length(len);
+    r->set_shm_token(token);
+    r->set_shm_offset(shm_off);
+  };
+  add(0, a, 0, 12288, 0, 0);                   // 0: over TCP, three blocks
+  add(5, b, 0, 73728, (*reg)->token(), 4096);  // 1: into shared memory
+  add(9, a, 0, 4096, 0, 0);                    // 2: no such OST
+  add(5, b, 65536, 8192, 0, 0);                // 3: over TCP, the tail of b
+  add(0, a, 0, 4096, (*reg)->token() ^ 1, 0);  // 4: a region nobody registered
+  auto r = channel_->Call(net::MsgType::kReadBatch, req);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  pb::ReadBatchResp resp;
+  ASSERT_TRUE(net::Parse(r->body, &resp, "ReadBatchResp").ok());
+  ASSERT_EQ(resp.reads_size(), 5);
+  EXPECT_EQ(r->data_len, 12288u + 8192u);
+
+  pb::ReadResp e0;
+  ASSERT_FALSE(resp.reads(0).has_error());
+  ASSERT_TRUE(e0.ParseFromString(resp.reads(0).resp()));
+  EXPECT_EQ(resp.reads(0).data_len(), 12288u);
+  EXPECT_EQ(e0.object_length(), da.size());
+  EXPECT_EQ(std::memcmp(r->data.data(), da.data(), da.size()), 0);
+  for (int k = 0; k < 3; ++k) {
+    const uint32_t c = Crc32c(r->data.data() + k * 4096, 4096);
+    EXPECT_TRUE(c == e0.block_crcs(2 * k) || c == e0.block_crcs(2 * k + 1)) << k;
+  }
+
+  pb::ReadResp e1;
+  ASSERT_FALSE(resp.reads(1).has_error()) << resp.reads(1).error().message();
+  ASSERT_TRUE(e1.ParseFromString(resp.reads(1).resp()));
+  EXPECT_TRUE(e1.in_shm());
+  EXPECT_EQ(resp.reads(1).data_len(), 0u);
+  EXPECT_EQ(std::memcmp(base + 4096, db.data(), db.size()), 0);
+  EXPECT_EQ(base[4095], 0xee);
+
+  ASSERT_TRUE(resp.reads(2).has_error());
+  EXPECT_EQ(net::FromPb(resp.reads(2).error()).code(), StatusCode::kNotFound);
+
+  pb::ReadResp e3;
+  ASSERT_FALSE(resp.reads(3).has_error());
+  ASSERT_TRUE(e3.ParseFromString(resp.reads(3).resp()));
+  EXPECT_EQ(resp.reads(3).data_len(), 8192u);
+  EXPECT_EQ(e3.aligned_offset(), 65536u);
+  EXPECT_EQ(std::memcmp(r->data.data() + 12288, db.data() + 65536, db.size() - 65536), 0);
+
+  ASSERT_TRUE(resp.reads(4).has_error());
+  EXPECT_EQ(net::FromPb(resp.reads(4).error()).code(), StatusCode::kNotFound);
+  EXPECT_EQ(server_->shm_reads(), 1u);
+
+  // Whole-batch refusals: no entries, more than 64, more than one Read's bytes over TCP.
+  pb::ReadBatchReq empty;
+  EXPECT_EQ(channel_->Call(net::MsgType::kReadBatch, empty).status().code(),
+            StatusCode::kInvalidArgument);
+  pb::ReadBatchReq many;
+  for (int i = 0; i < 65; ++i)
+    *many.add_reads() = req.reads(0);
+  EXPECT_EQ(channel_->Call(net::MsgType::kReadBatch, many).status().code(),
+            StatusCode::kInvalidArgument);
+  pb::ReadBatchReq large;
+  for (int i = 0; i < 3; ++i) {
+    *large.add_reads() = req.reads(0);
+    large.mutable_reads(i)->set_length(uint64_t{30} << 20);
+  }
+  EXPECT_EQ(channel_->Call(net::MsgType::kReadBatch, large).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST_F(OssServerTest, RefusesSharedMemoryItCannotTrust) {
   StartServer();
   const std::string addr = fmt::format("127.0.0.1:{}", server_->port());

@@ -243,6 +243,15 @@ uint64_t MiniCluster::shm_reads() const {
   return n;
 }
 
+uint64_t MiniCluster::read_batches() const {
+  uint64_t n = 0;
+  for (const auto& o : oss_) {
+    if (o)
+      n += o->read_batches();
+  }
+  return n;
+}
+
 Status MiniCluster::StopOss(int i) {
   if (i < 0 || i >= options_.num_oss)
     return Status::InvalidArgument("no such OSS");

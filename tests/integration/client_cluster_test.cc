@@ -14,9 +14,11 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "ciuic/client.h"
+#include "common/fault.h"
 #include "testing/mini_cluster.h"
 #include "tests/integration/test_util.h"
 
@@ -448,6 +450,122 @@ TEST(ClientSharedMemoryTest, AsyncReadAtEndOfFileReadsWholeBlocksIntoSharedMemor
     EXPECT_EQ(buf[70001], 0xee);
   }
 }
+
+// Reads queued while the client's network thread is busy go to their OSS as ReadBatch frames
+// (docs/formats/wire.md "Read batches"): issued from a read's completion (which runs on that
+// thread), 63 small reads cannot be sent before it returns, so they leave batched. The bytes are
+// those of reads sent one by one, placed in shared memory or over TCP; with batching off no
+// batch is sent. An IO error of one read in a batch fails that read alone.
+struct BatchCase {
+  bool shm;
+  bool batch;
+};
+
+class ReadBatchTest : public ::testing::TestWithParam<BatchCase> {};
+
+TEST_P(ReadBatchTest, ReadsQueuedTogetherTravelInOneFrameWithTheSameBytes) {
+  const BatchCase bc = GetParam();
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  ClientOptions o;
+  o.uid = 0;
+  o.gid = 0;
+  o.shm_reads = bc.shm;
+  o.batch_reads = bc.batch;
+  auto made = cluster->NewClient(o);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  auto c = std::move(*made);
+  constexpr int kFiles = 64;
+  std::vector<std::string> data;
+  std::vector<std::unique_ptr<File>> files;
+  for (int i = 0; i < kFiles; ++i) {
+    // Up to 16 KiB: over TCP too, every read is small enough to be batched.
+    data.push_back(Pattern(1000 + 211 * i, static_cast<uint32_t>(i)));
+    const std::string path = fmt::format("/b{}", i);
+    auto w = c->Open(path, O_CREAT | O_WRONLY, 0644);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_TRUE((*w)->Pwrite(data.back().data(), data.back().size(), 0).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+    auto f = c->Open(path, O_RDONLY, 0);
+    ASSERT_TRUE(f.ok());
+    files.push_back(std::move(*f));
+  }
+  auto mem = c->NewSharedMemory(kFiles * 16384);
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  uint8_t* base = (*mem)->data();
+  auto run = [&](std::vector<Result<size_t>>* results) {
+    std::memset(base, 0xee, kFiles * 16384);
+    std::mutex mu;
+    std::condition_variable cv;
+    int left = kFiles;
+    results->assign(kFiles, Status::Internal("not done"));
+    auto done = [&](int i, Result<size_t> r) {
+      std::lock_guard<std::mutex> lock(mu);
+      (*results)[static_cast<size_t>(i)] = std::move(r);
+      if (--left == 0)
+        cv.notify_all();
+    };
+    files[0]->PreadAsync(base, 16384, 0, [&](Result<size_t> r) {
+      for (int i = 1; i < kFiles; ++i) {
+        files[static_cast<size_t>(i)]->PreadAsync(base + i * 16384, 16384, 0,
+                                                  [&, i](Result<size_t> ri) { done(i, ri); });
+      }
+      done(0, std::move(r));
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return left == 0; });
+  };
+  const uint64_t batches0 = cluster->read_batches();
+  std::vector<Result<size_t>> results;
+  run(&results);
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_TRUE(results[static_cast<size_t>(i)].ok())
+        << i << ": " << results[static_cast<size_t>(i)].status().ToString();
+    ASSERT_EQ(*results[static_cast<size_t>(i)], data[static_cast<size_t>(i)].size());
+    ASSERT_EQ(std::memcmp(base + i * 16384, data[static_cast<size_t>(i)].data(),
+                          data[static_cast<size_t>(i)].size()),
+              0)
+        << i;
+  }
+  const uint64_t batches = cluster->read_batches() - batches0;
+  if (bc.batch) {
+    EXPECT_GE(batches, 2u);  // 63 reads, at most 32 per batch
+  } else {
+    EXPECT_EQ(batches, 0u);
+  }
+
+  // One read's IO fails: that read alone reports it.
+  {
+    ScopedFault fault("io.read", Status::IoError("injected read error"), 1);
+    run(&results);
+    EXPECT_EQ(fault.hits(), 1);
+  }
+  int failed = 0;
+  for (int i = 0; i < kFiles; ++i) {
+    const auto& r = results[static_cast<size_t>(i)];
+    if (!r.ok()) {
+      ++failed;
+      EXPECT_EQ(r.status().code(), StatusCode::kIoError) << r.status().ToString();
+      EXPECT_NE(r.status().message().find("injected read error"), std::string::npos);
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(base + i * 16384, data[static_cast<size_t>(i)].data(),
+                          data[static_cast<size_t>(i)].size()),
+              0)
+        << i;
+  }
+  EXPECT_EQ(failed, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths,
+                         ReadBatchTest,
+                         ::testing::Values(BatchCase{true, true},
+                                           BatchCase{false, true},
+                                           BatchCase{true, false}),
+                         [](const auto& info) {
+                           return std::string(info.param.shm ? "Shm" : "Tcp") +
+                                  (info.param.batch ? "Batched" : "OneByOne");
+                         });
 
 }  // namespace
 }  // namespace ciuic::testing
