@@ -648,7 +648,7 @@ class Writer {
       thread_.join();
   }
   std::vector<std::string> errors;
-  int writes = 0;
+  std::atomic<int> writes{0};
 
  private:
   void Run() {
@@ -724,10 +724,16 @@ void KillCatchUpAndServe(Outage outage) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     auto watcher = Connect(cluster.get());
     EXPECT_TRUE(WaitAllServing(watcher.get(), 60000));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // Writes go on once it serves again: a few more land before the writer stops (counted, not
+    // timed: a faster catch-up leaves fewer writes inside it, never none after it).
+    const int served = w.writes.load();
+    const auto more = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (w.writes.load() < served + 5 && std::chrono::steady_clock::now() < more) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     w.Stop();
     EXPECT_TRUE(w.errors.empty()) << w.errors.size() << " failed writes, first: " << w.errors[0];
-    EXPECT_GT(w.writes, 10);
+    EXPECT_GE(w.writes.load(), served + 5);
   }
   if (!power_cut) {
     files["/during"] = during;
