@@ -821,11 +821,9 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
   }
   OstCall* raw = call.get();
   AttachCap(raw);
-  std::span<uint8_t> in_dest = raw->in_dest;
-  if (raw->type == net::MsgType::kRead && !in_dest.empty() && shm_reads_ &&
-      PrepareShmRead(addr, raw)) {
-    in_dest = {};  // the OSS places the blocks in shared memory: the reply has none
-  }
+  // A read the OSS may place in shared memory is marked (call->shm) for SendOne and batches.
+  if (raw->type == net::MsgType::kRead && !raw->in_dest.empty() && shm_reads_)
+    PrepareShmRead(addr, raw);
   const int timeout = raw->timeout_ms > 0 ? raw->timeout_ms : options_.io_timeout_ms;
   if (batch_reads_ && Batchable(*raw)) {
     QueueRead(std::move(ch), std::move(call), timeout);

@@ -234,22 +234,21 @@ Result<std::unique_ptr<Client>> MiniCluster::NewClient(ClientOptions options) {
   return Client::Connect(options);
 }
 
-uint64_t MiniCluster::shm_reads() const {
+uint64_t MiniCluster::SumOverOss(uint64_t (oss::OssServer::*counter)() const) const {
   uint64_t n = 0;
   for (const auto& o : oss_) {
     if (o)
-      n += o->shm_reads();
+      n += ((*o).*counter)();
   }
   return n;
 }
 
+uint64_t MiniCluster::shm_reads() const {
+  return SumOverOss(&oss::OssServer::shm_reads);
+}
+
 uint64_t MiniCluster::read_batches() const {
-  uint64_t n = 0;
-  for (const auto& o : oss_) {
-    if (o)
-      n += o->read_batches();
-  }
-  return n;
+  return SumOverOss(&oss::OssServer::read_batches);
 }
 
 Status MiniCluster::StopOss(int i) {

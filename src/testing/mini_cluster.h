@@ -146,6 +146,8 @@ class MiniCluster {
   Status StartMds();
   Status StartOss(int i);
   Status CheckPowerLossMode() const;
+  // A counter of every running OSS, summed.
+  uint64_t SumOverOss(uint64_t (oss::OssServer::*counter)() const) const;
 
   MiniClusterOptions options_;
   std::string dir_;
