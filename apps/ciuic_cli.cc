@@ -1461,29 +1461,34 @@ int Main(int argc, char** argv) {
         rc = Fail(p.status());
         return;
       }
-      auto once = [&] {
-        int r = CmdRepo(**c, a, *p, repo_url, repo_copy);
-        if (r == 0 && a == "sync" && repo_export)
-          r = CmdRepo(**c, "export", *p, repo_url);
+      auto once = [&](bool* started) {
+        int r = CmdRepo(**c, a, *p, repo_url, repo_copy, started);
+        if (*started && a == "sync" && repo_export)
+          r = std::max(r, CmdRepo(**c, "export", *p, repo_url));
         return r;
       };
-      rc = once();
+      bool started = false;
+      rc = once(&started);
       if (rc == 0 && a == "link" && (repo_export_on_close || repo_no_export_on_close))
         rc = CmdRepoExportOnClose(**c, *p, repo_export_on_close);
-      while (a == "sync" && repo_interval > 0 && rc == 0) {
+      // A first pass that could not start (not linked, no store) ends the command. Any other
+      // failure has been said on stderr, and the next pass tries again: a file exported while
+      // its writer still writes, a store away for a while, or one file the store refuses must
+      // not end an automatic sync.
+      while (a == "sync" && repo_interval > 0 && started) {
         // Between syncs, what writers close is exported within half a second (when the link
         // exports on close; otherwise the queue is empty and each look is one MDS request).
         const auto next = std::chrono::steady_clock::now() +
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(repo_interval));
-        while (rc == 0 && std::chrono::steady_clock::now() < next) {
+        while (std::chrono::steady_clock::now() < next) {
           const auto left = next - std::chrono::steady_clock::now();
           std::this_thread::sleep_for(
               std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(500)));
-          rc = CmdRepo(**c, "export-closed-quiet", *p, repo_url);
+          (void)CmdRepo(**c, "export-closed-quiet", *p, repo_url);
         }
-        if (rc == 0)
-          rc = once();
+        bool later = false;  // an MDS or store away now is tried again at the next pass
+        (void)once(&later);
       }
     });
   }

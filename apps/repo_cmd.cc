@@ -560,7 +560,10 @@ int CmdRepo(Client& c,
             const std::string& action,
             const std::string& dir,
             const std::string& url,
-            bool copy) {
+            bool copy,
+            bool* started) {
+  if (started != nullptr)
+    *started = false;
   auto fail = [&](const std::string& what, const std::string& why) {
     // Messages that name the path already are not prefixed with it again.
     if (why.find(what + ":") != std::string::npos) {
@@ -611,6 +614,8 @@ int CmdRepo(Client& c,
     if (Status s = c.RepoRecordLink(dir); !s.ok())
       return fail(dir, s.message());
   }
+  if (started != nullptr)
+    *started = true;  // linked and the store opened: what fails from here on is this pass's
   if (action == "export-closed" || action == "export-closed-quiet")
     return Drain(c, dir, link_url, **store, action == "export-closed-quiet");
   Repo repo(c, action, dir, link_url, **store, copy);

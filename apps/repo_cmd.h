@@ -23,6 +23,9 @@ namespace ciuic::cli {
 // the reason); returns 1 if anything failed, else 0. Nothing is lost on failure: a file is
 // replaced only once its new bytes are complete, and nothing changed locally is overwritten or
 // removed by a sync.
+// `started` (optional): set when the directory was found linked and its store opened, so a
+// failure after it belongs to this pass (files, or the store away for a while) and a later pass
+// may succeed; `sync --interval` ends only on a first pass that did not start.
 // "export-closed" exports only the files queued at their close (export on close; with
 // "export-closed-quiet" it prints a summary only when something was exported or failed); "sync"
 // and "export" do so too after their own work.
@@ -30,7 +33,8 @@ int CmdRepo(Client& c,
             const std::string& action,
             const std::string& dir,
             const std::string& url,
-            bool copy = false);
+            bool copy = false,
+            bool* started = nullptr);
 
 // Switches export on close of the linked directory `dir` on or off (the admin key only): each
 // close that wrote a file below it queues the file on the MDS, and `sync` (a running

@@ -297,6 +297,48 @@ class FileRepoTest(RepoBase, unittest.TestCase):
             p.kill()
             p.wait()
 
+    def test_sync_interval_goes_on_after_a_failed_pass(self):
+        # A file whose key the store refuses (longer than 1,024 bytes) fails every export pass;
+        # files written after it must still be exported, pass after pass.
+        d = "/datasets/goeson"
+        store = os.path.join(self.tmp, "store-goeson")
+        os.makedirs(store)
+        ciuic("repo", "link", d, "file://" + store, env=self.env)
+        src = os.path.join(self.tmp, "goeson.src")
+        write(src, b"first")
+        ciuic("put", src, d + "/first.txt", env=self.env)
+        p = subprocess.Popen([os.path.join(BIN, "ciuic"), "repo", "sync", d, "--export",
+                              "--interval", "0.5"], env=self.env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+
+        def exported(name, want):
+            for _ in range(120):
+                path = os.path.join(store, name)
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        if f.read() == want:
+                            return
+                if p.poll() is not None:
+                    self.fail("sync --interval ended: %s" % p.stderr.read().decode())
+                time.sleep(0.25)
+            self.fail("%s was not exported" % name)
+
+        try:
+            exported("first.txt", b"first")  # the first pass started and ran
+            deep = d + "/" + "/".join(["d%d" % i + "x" * 250 for i in range(5)])
+            ciuic("mkdir", "-p", deep, env=self.env)
+            ciuic("put", src, deep + "/f", env=self.env)
+            write(src, b"second")
+            ciuic("put", src, d + "/second.txt", env=self.env)
+            exported("second.txt", b"second")  # in a pass that also failed on the deep file
+            write(src, b"third")
+            ciuic("put", src, d + "/third.txt", env=self.env)
+            exported("third.txt", b"third")  # a later pass: the loop survived the failure
+        finally:
+            p.kill()
+            _, err = p.communicate()
+        self.assertIn("invalid object key", err.decode())
+
     def test_export_on_close(self):
         store = os.path.join(self.tmp, "store-onclose")
         os.makedirs(store)
