@@ -630,6 +630,11 @@ class Client {
   // A SharedMemory of at least `bytes` (rounded up to 4 KiB; pages are allocated when first
   // touched). kInvalidArgument for 0 or more than 16 GiB; kIoError when memfds are unavailable.
   virtual Result<std::shared_ptr<SharedMemory>> NewSharedMemory(size_t bytes) = 0;
+  // A SharedMemory over the caller's memfd `fd` (this maps a duplicate; the caller may close
+  // its own), for memory another library made. The memfd must be sealed against resizing
+  // (F_SEAL_SHRINK | F_SEAL_GROW) and hold a positive multiple of 4 KiB: kInvalidArgument
+  // otherwise, since an OSS must never fault on pages taken away under it.
+  virtual Result<std::shared_ptr<SharedMemory>> ImportSharedMemory(int fd) = 0;
 
   // Advisory locks, held by the MDS for this Client's session and coherent across every client
   // of the cluster; released when the session closes or its lease expires (and lost when the

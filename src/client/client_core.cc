@@ -824,6 +824,8 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
   // A read the OSS may place in shared memory is marked (call->shm) for SendOne and batches.
   if (raw->type == net::MsgType::kRead && !raw->in_dest.empty() && shm_reads_)
     PrepareShmRead(addr, raw);
+  else if (raw->type == net::MsgType::kWrite && shm_reads_)
+    PrepareShmWrite(addr, raw);
   const int timeout = raw->timeout_ms > 0 ? raw->timeout_ms : options_.io_timeout_ms;
   if (batch_reads_ && Batchable(*raw)) {
     QueueRead(std::move(ch), std::move(call), timeout);
@@ -836,10 +838,13 @@ void ClientCore::SendOne(std::shared_ptr<net::RpcChannel> ch,
                          std::shared_ptr<OstCall> call,
                          int timeout) {
   OstCall* raw = call.get();
-  // A read placed in shared memory offers no destination: the reply carries no blocks.
+  // A read placed in shared memory offers no destination: the reply carries no blocks. A write
+  // taken from shared memory sends none.
   const std::span<uint8_t> in_dest = raw->shm ? std::span<uint8_t>() : raw->in_dest;
   ch->CallAsync(
-      raw->type, *raw->req, raw->out_data, in_dest,
+      raw->type, *raw->req,
+      raw->shm && raw->type == net::MsgType::kWrite ? std::vector<net::ConstSpan>() : raw->out_data,
+      in_dest,
       [this, call = std::move(call), ch](Result<net::Reply> r) mutable {
         OnCallDone(std::move(call), std::move(ch), std::move(r));
       },

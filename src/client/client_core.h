@@ -249,6 +249,7 @@ class ClientCore {
   // Shared-memory reads (shm_reads.cc): a region of `bytes`, registered lazily with each local
   // OSS its reads go to.
   Result<std::shared_ptr<SharedMemory>> NewSharedMemory(size_t bytes);
+  Result<std::shared_ptr<SharedMemory>> ImportSharedMemory(int fd);
 
  private:
   explicit ClientCore(const ClientOptions& options);
@@ -321,6 +322,12 @@ class ClientCore {
   // registered (now, if need be) with that OSS, names the region in the request and returns
   // true (the reply then carries no data); otherwise clears those fields and returns false.
   bool PrepareShmRead(const std::string& addr, OstCall* call);
+  // The same for a write whose one source span lies in a SharedMemory (not to a chain): the
+  // OSS takes the bytes from the region and the request carries no data segment.
+  bool PrepareShmWrite(const std::string& addr, OstCall* call);
+  // The token of the SharedMemory holding [p, p+len) with OSS `addr` (registering it on first
+  // use), and the range's offset in it; 0 when none holds it or it cannot be registered.
+  uint64_t ShmToken(const std::string& addr, const void* p, size_t len, uint64_t* region_off);
   // The OSS at `addr` did not know a region: drop this client's registrations with it.
   void ForgetShm(const std::string& addr);
   struct ShmState;

@@ -81,6 +81,9 @@ class ClientImpl : public Client {
   std::optional<FileStat> CachedAttrAt(const FileId& id) override;
   Result<FileStat> SetAttrAt(const FileId& id, const SetAttrRequest& req) override;
   Result<std::unique_ptr<File>> OpenAt(const FileId& id, int flags, FileStat* attr) override;
+  Result<std::shared_ptr<SharedMemory>> ImportSharedMemory(int fd) override {
+    return core_->ImportSharedMemory(fd);
+  }
   Result<std::shared_ptr<SharedMemory>> NewSharedMemory(size_t bytes) override {
     return core_->NewSharedMemory(bytes);
   }

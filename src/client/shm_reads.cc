@@ -1,4 +1,4 @@
-// Shared-memory reads from OSSes on this host (net/shm.h, docs/formats/shm-register.md).
+// Shared-memory reads and writes with OSSes on this host (net/shm.h, docs/formats/shm-register.md).
 #include <map>
 #include <utility>
 
@@ -69,32 +69,33 @@ Result<std::shared_ptr<SharedMemory>> ClientCore::NewSharedMemory(size_t bytes) 
       });
 }
 
-bool ClientCore::PrepareShmRead(const std::string& addr, OstCall* call) {
-  auto* req = static_cast<pb::ReadReq*>(call->req.get());
-  req->clear_shm_token();
-  req->clear_shm_offset();
-  call->shm = false;
-  const std::span<uint8_t> dest = call->in_dest;
-  // The OSS writes whole 4 KiB blocks: only a block-aligned read of whole blocks into a
-  // block-aligned destination of exactly that size goes through shared memory.
-  if (call->no_shm || reinterpret_cast<uintptr_t>(dest.data()) % kCrcBlockSize != 0 ||
-      dest.size() % kCrcBlockSize != 0 || req->offset() % kCrcBlockSize != 0 ||
-      req->length() != dest.size()) {
-    return false;
-  }
+Result<std::shared_ptr<SharedMemory>> ClientCore::ImportSharedMemory(int fd) {
+  CIUIC_ASSIGN_OR_RETURN(auto region, net::ShmRegion::Adopt(fd));
+  auto state = std::make_shared<ShmState>();
+  state->region = std::move(region);
+  std::lock_guard<std::mutex> lock(shm_mu_);
+  std::erase_if(shm_, [](const std::weak_ptr<ShmState>& w) { return w.expired(); });
+  shm_.push_back(state);
+  return std::shared_ptr<SharedMemory>(std::move(state));
+}
+
+uint64_t ClientCore::ShmToken(const std::string& addr,
+                              const void* p,
+                              size_t len,
+                              uint64_t* region_off) {
   std::shared_ptr<ShmState> state;
   {
     std::lock_guard<std::mutex> lock(shm_mu_);
     for (auto& w : shm_) {
       auto s = w.lock();
-      if (s && s->region->Contains(dest.data(), dest.size())) {
+      if (s && s->region->Contains(p, len)) {
         state = std::move(s);
         break;
       }
     }
   }
   if (!state)
-    return false;
+    return 0;
   uint64_t token = 0;
   {
     std::lock_guard<std::mutex> lock(state->mu);
@@ -113,7 +114,7 @@ bool ClientCore::PrepareShmRead(const std::string& addr, OstCall* call) {
           LOG_DEBUG("client: shared memory of {} bytes registered with OSS {}",
                     state->region->size(), addr);
         } else {
-          LOG_INFO("client: reads from OSS {} go over TCP: {}", addr, reg.status().ToString());
+          LOG_INFO("client: IO with OSS {} goes over TCP: {}", addr, reg.status().ToString());
           r.retry_ms = MonoMillis() + 10000;
         }
       } else {
@@ -121,10 +122,52 @@ bool ClientCore::PrepareShmRead(const std::string& addr, OstCall* call) {
       }
     }
   }
+  if (token != 0)
+    *region_off = static_cast<uint64_t>(static_cast<const uint8_t*>(p) - state->region->data());
+  return token;
+}
+
+bool ClientCore::PrepareShmRead(const std::string& addr, OstCall* call) {
+  auto* req = static_cast<pb::ReadReq*>(call->req.get());
+  req->clear_shm_token();
+  req->clear_shm_offset();
+  call->shm = false;
+  const std::span<uint8_t> dest = call->in_dest;
+  // The OSS writes whole 4 KiB blocks: only a block-aligned read of whole blocks into a
+  // block-aligned destination of exactly that size goes through shared memory.
+  if (call->no_shm || reinterpret_cast<uintptr_t>(dest.data()) % kCrcBlockSize != 0 ||
+      dest.size() % kCrcBlockSize != 0 || req->offset() % kCrcBlockSize != 0 ||
+      req->length() != dest.size()) {
+    return false;
+  }
+  uint64_t region_off = 0;
+  const uint64_t token = ShmToken(addr, dest.data(), dest.size(), &region_off);
   if (token == 0)
     return false;
   req->set_shm_token(token);
-  req->set_shm_offset(static_cast<uint64_t>(dest.data() - state->region->data()));
+  req->set_shm_offset(region_off);
+  call->shm = true;
+  return true;
+}
+
+bool ClientCore::PrepareShmWrite(const std::string& addr, OstCall* call) {
+  auto* req = static_cast<pb::WriteReq*>(call->req.get());
+  req->clear_shm_token();
+  req->clear_shm_offset();
+  req->clear_shm_len();
+  call->shm = false;
+  // One source span, not to a chain (the chain forwards the data segment itself).
+  if (call->no_shm || call->out_data.size() != 1 || req->chain() != 0 ||
+      call->out_data[0].size == 0)
+    return false;
+  const net::ConstSpan src = call->out_data[0];
+  uint64_t region_off = 0;
+  const uint64_t token = ShmToken(addr, src.data, src.size, &region_off);
+  if (token == 0)
+    return false;
+  req->set_shm_token(token);
+  req->set_shm_offset(region_off);
+  req->set_shm_len(src.size);
   call->shm = true;
   return true;
 }

@@ -95,6 +95,9 @@ class ServerCall {
   // Counts `bytes` of data delivered outside the reply's data segment (into a client's shared
   // memory) as read by the peer's job. Call before replying.
   void AddJobReadBytes(uint64_t bytes);
+  // Counts `bytes` of data written from outside the request's data segment (a client's shared
+  // memory) for the job.
+  void AddJobWriteBytes(uint64_t bytes);
   // A call for one part of this request (an entry of a batch): the same peer, role, key and
   // job, type `type`, no body or data of its own; its Reply or ReplyError goes to `sink` (on
   // the replying thread) instead of the connection, and is not counted in the metrics (the

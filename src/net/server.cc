@@ -418,6 +418,11 @@ void ServerCall::AddJobReadBytes(uint64_t bytes) {
     state_->job->read_bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+void ServerCall::AddJobWriteBytes(uint64_t bytes) {
+  if (state_ != nullptr && state_->job != nullptr)
+    state_->job->write_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 bool ServerCall::replied() const {
   return state_ && state_->replied.load();
 }

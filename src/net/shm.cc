@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -50,6 +51,39 @@ Result<std::unique_ptr<ShmRegion>> ShmRegion::Create(size_t bytes) {
     return Status::IoError(fmt::format("mmap of a {}-byte region: {}", size, strerror(e)));
   }
   return std::unique_ptr<ShmRegion>(new ShmRegion(fd, static_cast<uint8_t*>(p), size));
+}
+
+Result<std::unique_ptr<ShmRegion>> ShmRegion::Adopt(int fd) {
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return Status::InvalidArgument(fmt::format(
+        "shared-memory region: fd {} is not a sealable memfd: {}", fd, strerror(errno)));
+  }
+  if ((seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+    return Status::InvalidArgument(
+        fmt::format("shared-memory region: fd {} can still be resized; seal it with "
+                    "F_SEAL_SHRINK | F_SEAL_GROW first",
+                    fd));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0)
+    return Status::IoError(fmt::format("shared-memory region: fstat: {}", strerror(errno)));
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size == 0 || size % 4096 != 0 || size > kMaxShmRegionBytes) {
+    return Status::InvalidArgument(fmt::format(
+        "shared-memory region of {} bytes: a positive multiple of 4 KiB up to {} is needed", size,
+        kMaxShmRegionBytes));
+  }
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0)
+    return Status::IoError(fmt::format("shared-memory region: dup: {}", strerror(errno)));
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(own);
+    return Status::IoError(fmt::format("mmap of a {}-byte region: {}", size, strerror(e)));
+  }
+  return std::unique_ptr<ShmRegion>(new ShmRegion(own, static_cast<uint8_t*>(p), size));
 }
 
 ShmRegion::~ShmRegion() {

@@ -44,6 +44,11 @@ class ShmRegion {
   // Creates a region of `bytes` rounded up to 4 KiB (pages are allocated on first touch).
   // kInvalidArgument for 0 or more than kMaxShmRegionBytes; kIoError when memfds are unavailable.
   static Result<std::unique_ptr<ShmRegion>> Create(size_t bytes);
+  // Maps a caller's memfd (a duplicate of `fd`; the caller keeps its own). It must be sealed
+  // against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW) and its size a positive
+  // multiple of 4 KiB up to kMaxShmRegionBytes: kInvalidArgument otherwise, naming what is
+  // wrong; kIoError when it cannot be mapped.
+  static Result<std::unique_ptr<ShmRegion>> Adopt(int fd);
   ~ShmRegion();
   ShmRegion(const ShmRegion&) = delete;
   ShmRegion& operator=(const ShmRegion&) = delete;

@@ -89,6 +89,10 @@ void OssServer::RegisterMetrics() {
   r.AddCallback("ciuic_oss_shm_reads_total", "Reads answered into a co-located client's memory.",
                 metrics::Type::kCounter, {},
                 [this](metrics::Emitter& e) { e.Add({}, static_cast<double>(shm_reads())); });
+  r.AddCallback("ciuic_oss_shm_writes_total",
+                "Writes whose bytes came from a co-located client's memory.",
+                metrics::Type::kCounter, {},
+                [this](metrics::Emitter& e) { e.Add({}, static_cast<double>(shm_writes())); });
 }
 
 Status OssServer::StartMetricsHttp() {

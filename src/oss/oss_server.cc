@@ -190,6 +190,10 @@ uint64_t OssServer::shm_reads() const {
   return shm_ == nullptr ? 0 : shm_->reads.load(std::memory_order_relaxed);
 }
 
+uint64_t OssServer::shm_writes() const {
+  return shm_ == nullptr ? 0 : shm_->writes.load(std::memory_order_relaxed);
+}
+
 uint16_t OssServer::port() const {
   return rpc_ == nullptr ? 0 : rpc_->port();
 }
@@ -343,6 +347,8 @@ void OssServer::HandleWrite(net::ServerCall call) {
   st = CheckCap(call, req.cap(), req.obj(), net::kCapWrite);
   if (!st.ok())
     return call.ReplyError(st);
+  if (req.shm_token() != 0)
+    return WriteFromShm(std::move(call), store, req);
   if (req.chain() != 0)
     return ChainWrite(std::move(call), store, std::move(req));
   const uint64_t bytes = call.data().size();
@@ -376,6 +382,62 @@ void OssServer::HandleWrite(net::ServerCall call) {
                         c->Reply(resp);
                       });
                     });
+}
+
+void OssServer::WriteFromShm(net::ServerCall call, OstStore* store, const pb::WriteReq& req) {
+  if (req.chain() != 0 || !call.data().empty() || req.shm_len() > kMaxReadLength) {
+    return call.ReplyError(Status::InvalidArgument(
+        fmt::format("shared-memory write of {} bytes: {}", req.shm_len(),
+                    req.chain() != 0       ? "not to a replicated object"
+                    : !call.data().empty() ? "the request carries a data segment too"
+                                           : "more than one request may carry")));
+  }
+  std::shared_ptr<MappedShm> region = shm_ ? shm_->Find(req.shm_token()) : nullptr;
+  if (region == nullptr) {
+    // The client sends it over TCP instead (and registers again) on kNotFound.
+    return call.ReplyError(Status::NotFound(
+        fmt::format("shared-memory region {:016x} is not registered here", req.shm_token())));
+  }
+  const uint8_t* src = region->At(req.shm_offset(), req.shm_len());
+  if (src == nullptr) {
+    return call.ReplyError(Status::InvalidArgument(
+        fmt::format("shared-memory write of {} bytes at region offset {}: outside the {}-byte "
+                    "region",
+                    req.shm_len(), req.shm_offset(), region->size())));
+  }
+  const uint64_t bytes = req.shm_len();
+  if (!AcquireBudget(bytes))
+    return call.ReplyError(Busy());
+  auto c = std::make_shared<net::ServerCall>(std::move(call));
+  OstCounters* m = CountersOf(req.ost());
+  OpBegin(m, OstOp::kWrite);
+  const ObjectId id = net::FromPb(req.obj());
+  // The region stays mapped until the write is done (the callback holds it).
+  store->WriteFromAsync(id, req.offset(), std::span<const uint8_t>(src, bytes),
+                        [this, c, store, id, bytes, m, sync = req.sync(),
+                         region = std::move(region)](Result<uint64_t> r) {
+                          ReleaseBudget(bytes);
+                          OpEnd(m, OstOp::kWrite, r.ok(), 0, bytes);
+                          if (!r.ok())
+                            return c->ReplyError(r.status());
+                          // The bytes bypassed the request's data segment: count them for the job.
+                          c->AddJobWriteBytes(bytes);
+                          shm_->writes.fetch_add(1, std::memory_order_relaxed);
+                          const uint64_t length = *r;
+                          auto reply = [this, c, length] {
+                            pb::WriteResp resp;
+                            resp.set_object_length(length);
+                            resp.set_epoch(epoch_);
+                            c->Reply(resp);
+                          };
+                          if (!sync)
+                            return reply();
+                          store->SyncAsync({id}, [c, reply](Status s) {
+                            if (!s.ok())
+                              return c->ReplyError(s);
+                            reply();
+                          });
+                        });
 }
 
 void OssServer::HandleRead(net::ServerCall call) {

@@ -144,6 +144,8 @@ class OssServer {
   bool registered() const { return registered_.load(); }
   // Reads answered into a client's shared memory so far.
   uint64_t shm_reads() const;
+  // Writes whose bytes came from a co-located client's registered region.
+  uint64_t shm_writes() const;
   // ReadBatch requests served so far (each several reads).
   uint64_t read_batches() const { return read_batches_.load(std::memory_order_relaxed); }
   uint64_t heartbeats() const { return heartbeats_.load(); }
@@ -267,6 +269,8 @@ class OssServer {
                   OstStore* store,
                   const pb::ReadReq& req,
                   std::shared_ptr<ObjectFill> staged);
+  // A write whose bytes are in the client's registered region (WriteReq.shm_token).
+  void WriteFromShm(net::ServerCall call, OstStore* store, const pb::WriteReq& req);
   void ReadIntoShm(net::ServerCall call,
                    OstStore* store,
                    const pb::ReadReq& req,

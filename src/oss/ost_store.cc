@@ -54,7 +54,9 @@ std::string ParentDir(const std::string& dir) {
 struct OstStore::WriteOp {
   ObjectId id;
   uint64_t offset = 0;
-  AlignedBuffer* data = nullptr;  // borrowed
+  AlignedBuffer* data = nullptr;  // borrowed, may be written in place; null for `src`
+  const uint8_t* src = nullptr;   // the bytes (data->data() or a caller's read-only memory)
+  size_t len = 0;
   WriteCallback cb;
   ObjectRef obj;
   uint64_t epoch = 0;
@@ -74,7 +76,7 @@ struct OstStore::WriteOp {
   Status err;
   uint64_t result_length = 0;
 
-  uint64_t end() const { return offset + data->size(); }
+  uint64_t end() const { return offset + len; }
   uint64_t first_block() const { return io_off / kBlockSize; }
   uint64_t end_block() const { return (io_off + io_len) / kBlockSize; }
   void SetError(Status s) {
@@ -700,17 +702,34 @@ void OstStore::AcquireExclusiveBlocking(const ObjectRef& obj) {
 
 void OstStore::WriteAsync(
     const ObjectId& id, uint64_t offset, AlignedBuffer* data, WriteCallback cb, uint32_t chain) {
+  WriteImpl(id, offset, data, data->data(), data->size(), std::move(cb), chain);
+}
+
+void OstStore::WriteFromAsync(const ObjectId& id,
+                              uint64_t offset,
+                              std::span<const uint8_t> src,
+                              WriteCallback cb) {
+  WriteImpl(id, offset, nullptr, src.data(), src.size(), std::move(cb), 0);
+}
+
+void OstStore::WriteImpl(const ObjectId& id,
+                         uint64_t offset,
+                         AlignedBuffer* data,
+                         const uint8_t* src,
+                         size_t len,
+                         WriteCallback cb,
+                         uint32_t chain) {
   if (!BeginOp()) {
     cb(Status::Unavailable(fmt::format("OST {} is shutting down", options_.index)));
     return;
   }
-  if (offset > kMaxObjectSize || data->size() > kMaxObjectSize - offset) {
+  if (offset > kMaxObjectSize || len > kMaxObjectSize - offset) {
     EndOp();
     cb(Status::InvalidArgument(fmt::format("OST {}: write [{}, +{}) beyond the 16 TiB object limit",
-                                           options_.index, offset, data->size())));
+                                           options_.index, offset, len)));
     return;
   }
-  if (data->empty()) {
+  if (len == 0) {
     // Nothing to write; answer the current length without creating the object.
     GetObjectAsync(id, false, [this, cb = std::move(cb)](Result<ObjectRef> r) {
       uint64_t len = 0;
@@ -731,6 +750,8 @@ void OstStore::WriteAsync(
   op->id = id;
   op->offset = offset;
   op->data = data;
+  op->src = src;
+  op->len = len;
   op->cb = std::move(cb);
   GetObjectAsync(
       id, true,
@@ -814,20 +835,25 @@ void OstStore::WriteLocked(WriteOp* op) {
 void OstStore::WritePrepare(WriteOp* op) {
   const uint64_t a0 = AlignDown(op->offset, kBlockSize);
   const uint64_t a1 = AlignUp(op->end(), kBlockSize);
-  const size_t len = op->data->size();
+  const size_t len = op->len;
   op->io_off = a0;
   op->io_len = a1 - a0;
-  if (op->offset == a0 && op->data->capacity() >= op->io_len) {
+  if (op->data != nullptr && op->offset == a0 && op->data->capacity() >= op->io_len) {
     // In place: the request buffer is the IO buffer; only its tail needs zeros.
     op->data->Resize(op->io_len);
     std::memset(op->data->data() + len, 0, op->io_len - len);
     op->data->Resize(len);
     op->io_buf = op->data->data();
+  } else if (op->data == nullptr && op->offset == a0 && len == op->io_len &&
+             reinterpret_cast<uintptr_t>(op->src) % kBlockSize == 0) {
+    // Whole aligned blocks of a read-only source: written straight from it. Nothing below
+    // writes into io_buf then (no edge block to merge), so the cast is never written through.
+    op->io_buf = const_cast<uint8_t*>(op->src);
   } else {
     op->bounce.Resize(op->io_len);
     op->io_buf = op->bounce.data();
     std::memset(op->io_buf, 0, op->offset - a0);
-    std::memcpy(op->io_buf + (op->offset - a0), op->data->data(), len);
+    std::memcpy(op->io_buf + (op->offset - a0), op->src, len);
     std::memset(op->io_buf + (op->offset - a0) + len, 0, a1 - op->end());
   }
 

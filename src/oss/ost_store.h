@@ -132,6 +132,15 @@ class OstStore {
                   AlignedBuffer* data,
                   WriteCallback cb,
                   uint32_t chain = 0);
+  // As WriteAsync, from memory this never writes to (a client's shared-memory region): whole
+  // 4 KiB-aligned blocks at an aligned offset go to disk straight from `src`, anything else
+  // through a bounce buffer. `src` is borrowed until `cb` runs; bytes that change meanwhile may
+  // be stored under a checksum of other bytes, which reads then report as corrupt (the writer's
+  // contract, as with O_DIRECT). Not for replicated objects (no chain).
+  void WriteFromAsync(const ObjectId& id,
+                      uint64_t offset,
+                      std::span<const uint8_t> src,
+                      WriteCallback cb);
   // Reads [offset, offset+length) as whole blocks with their checksums. Does not verify (the
   // consumer does). A never-written object reads as zeros with exists=false.
   void ReadAsync(const ObjectId& id, uint64_t offset, uint64_t length, ReadCallback cb);
@@ -234,6 +243,15 @@ class OstStore {
   using ObjectCallback = std::function<void(Result<ObjectRef>)>;
 
   explicit OstStore(Options options);
+  // WriteAsync and WriteFromAsync: `data` (may be written in place) or null, `src`/`len` the
+  // bytes.
+  void WriteImpl(const ObjectId& id,
+                 uint64_t offset,
+                 AlignedBuffer* data,
+                 const uint8_t* src,
+                 size_t len,
+                 WriteCallback cb,
+                 uint32_t chain);
   Status OpenImpl();
   Status Recover(const std::vector<DirtyLog::Region>& dirty);
   Status RecoverObject(const ObjectId& id, const std::vector<uint32_t>& regions);

@@ -78,6 +78,8 @@ class ShmRegistry {
   size_t regions() const;
   // Reads served into shared memory so far (counted by the caller).
   std::atomic<uint64_t> reads{0};
+  // Writes served from shared memory so far (counted by the caller).
+  std::atomic<uint64_t> writes{0};
 
  private:
   void Loop();

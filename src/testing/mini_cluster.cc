@@ -247,6 +247,10 @@ uint64_t MiniCluster::shm_reads() const {
   return SumOverOss(&oss::OssServer::shm_reads);
 }
 
+uint64_t MiniCluster::shm_writes() const {
+  return SumOverOss(&oss::OssServer::shm_writes);
+}
+
 uint64_t MiniCluster::read_batches() const {
   return SumOverOss(&oss::OssServer::read_batches);
 }

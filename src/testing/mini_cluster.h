@@ -137,6 +137,8 @@ class MiniCluster {
   uint16_t oss_port(int i) const { return oss_ports_[static_cast<size_t>(i)]; }
   // Reads the running OSSes answered into clients' shared memory (since each started).
   uint64_t shm_reads() const;
+  // Writes the running OSSes took from clients' shared memory (since each started).
+  uint64_t shm_writes() const;
   // ReadBatch requests the running OSSes served (since each started).
   uint64_t read_batches() const;
 

@@ -1,0 +1,224 @@
+// Rings (include/ciuic/ring.h): prepared IOs started as async File IO into one region, their
+// completions gathered under one lock for Wait.
+#include "ciuic/ring.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace ciuic {
+namespace {
+
+constexpr uint32_t kMaxEntries = 65536;
+constexpr uint64_t kMaxIoBytes = uint64_t{64} << 20;
+
+// What the IOs' callbacks reach: it outlives the Ring while IOs are in flight.
+struct RingState {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t in_flight = 0;              // guarded by mu
+  std::deque<RingCompletion> ready;  // guarded by mu
+  // Registered files: the ring's references. An unregistered one is kept here until its IOs
+  // are done (each IO holds its own reference too).
+  std::unordered_map<int32_t, std::shared_ptr<File>> files;  // guarded by mu
+  int32_t next_file = 0;                                     // guarded by mu
+  // References to files whose IOs completed, dropped by the next user call: the last one may
+  // close the file, a blocking call that must not run on the client's network thread.
+  std::vector<std::shared_ptr<File>> retired;  // guarded by mu
+};
+
+class RingImpl final : public Ring {
+ public:
+  RingImpl(std::shared_ptr<SharedMemory> region, uint32_t entries)
+      : region_(std::move(region)),
+        entries_(entries),
+        pid_(getpid()),
+        state_(std::make_shared<RingState>()) {}
+
+  ~RingImpl() override {
+    if (getpid() != pid_)
+      return;                                  // a forked child: the IOs are the parent's
+    std::vector<std::shared_ptr<File>> files;  // closed after the lock (declared first)
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->in_flight == 0; });
+    files.swap(state_->retired);
+    for (auto& [index, f] : state_->files)
+      files.push_back(std::move(f));
+    state_->files.clear();
+  }
+
+  Result<int32_t> RegisterFile(std::shared_ptr<File> file) override {
+    CIUIC_RETURN_IF_ERROR(CheckProcess());
+    if (file == nullptr)
+      return Status::InvalidArgument("ring: RegisterFile of no file");
+    std::lock_guard<std::mutex> lock(state_->mu);
+    const int32_t index = state_->next_file++;
+    state_->files.emplace(index, std::move(file));
+    return index;
+  }
+
+  Status UnregisterFile(int32_t index) override {
+    CIUIC_RETURN_IF_ERROR(CheckProcess());
+    std::shared_ptr<File> dropped;  // closed outside the lock (IOs in flight hold their own)
+    std::lock_guard<std::mutex> lock(state_->mu);
+    auto it = state_->files.find(index);
+    if (it == state_->files.end())
+      return Status::InvalidArgument(fmt::format("ring: file {} is not registered", index));
+    dropped = std::move(it->second);
+    state_->files.erase(it);
+    return Status::OK();
+  }
+
+  Status Prepare(const RingIo& io) override {
+    CIUIC_RETURN_IF_ERROR(CheckProcess());
+    if (io.len == 0 || io.len > kMaxIoBytes) {
+      return Status::InvalidArgument(
+          fmt::format("ring: IO of {} bytes (1 to {} per IO)", io.len, kMaxIoBytes));
+    }
+    if (io.region_offset > region_->size() || io.len > region_->size() - io.region_offset) {
+      return Status::InvalidArgument(
+          fmt::format("ring: IO of {} bytes at region offset {} is outside the {}-byte region",
+                      io.len, io.region_offset, region_->size()));
+    }
+    Pending p{io, nullptr};
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (io.fixed_file >= 0) {
+        auto it = state_->files.find(io.fixed_file);
+        if (it == state_->files.end()) {
+          return Status::InvalidArgument(
+              fmt::format("ring: file {} is not registered", io.fixed_file));
+        }
+        p.file = it->second;
+      } else if (io.file == nullptr) {
+        return Status::InvalidArgument("ring: IO without a file");
+      }
+      std::lock_guard<std::mutex> plock(prep_mu_);
+      if (prepared_.size() + state_->in_flight + state_->ready.size() >= entries_) {
+        return Status::Busy(fmt::format(
+            "ring: {} IOs held already (prepared, in flight or not yet waited for)", entries_));
+      }
+      prepared_.push_back(std::move(p));
+    }
+    return Status::OK();
+  }
+
+  Result<size_t> Submit() override {
+    CIUIC_RETURN_IF_ERROR(CheckProcess());
+    std::vector<Pending> batch;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      std::lock_guard<std::mutex> plock(prep_mu_);
+      batch.swap(prepared_);
+      state_->in_flight += batch.size();
+    }
+    for (Pending& p : batch) {
+      File* f = p.file != nullptr ? p.file.get() : p.io.file;
+      uint8_t* at = region_->data() + p.io.region_offset;
+      // The callback holds the state, the region and the registered file until it has run.
+      auto done = [state = state_, region = region_, file = std::move(p.file),
+                   user = p.io.user_data](Result<size_t> r) mutable {
+        RingCompletion c;
+        c.user_data = user;
+        c.result = r.ok() ? static_cast<int64_t>(*r) : -static_cast<int64_t>(r.status().ToErrno());
+        std::lock_guard<std::mutex> lock(state->mu);
+        if (file != nullptr)
+          state->retired.push_back(std::move(file));
+        state->ready.push_back(c);
+        --state->in_flight;
+        state->cv.notify_all();
+      };
+      if (p.io.write) {
+        f->PwriteAsync(at, p.io.len, p.io.offset, std::move(done));
+      } else {
+        f->PreadAsync(at, p.io.len, p.io.offset, std::move(done));
+      }
+    }
+    return batch.size();
+  }
+
+  Result<size_t> Wait(std::span<RingCompletion> out, size_t min_complete, int timeout_ms) override {
+    CIUIC_RETURN_IF_ERROR(CheckProcess());
+    std::vector<std::shared_ptr<File>> retired;  // released after the lock (declared first)
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (min_complete > out.size() || min_complete > state_->in_flight + state_->ready.size()) {
+      return Status::InvalidArgument(fmt::format(
+          "ring: waits for {} completions with room for {}, {} in flight and {} complete",
+          min_complete, out.size(), state_->in_flight, state_->ready.size()));
+    }
+    auto enough = [&] { return state_->ready.size() >= min_complete; };
+    if (timeout_ms < 0) {
+      state_->cv.wait(lock, enough);
+    } else if (!state_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), enough)) {
+      return Status::TimedOut(fmt::format("ring: {} of {} completions within {} ms",
+                                          state_->ready.size(), min_complete, timeout_ms));
+    }
+    retired.swap(state_->retired);
+    size_t n = 0;
+    while (n < out.size() && !state_->ready.empty()) {
+      out[n++] = state_->ready.front();
+      state_->ready.pop_front();
+    }
+    return n;
+  }
+
+  SharedMemory& region() const override { return *region_; }
+  uint32_t entries() const override { return entries_; }
+  size_t prepared() const override {
+    std::lock_guard<std::mutex> plock(prep_mu_);
+    return prepared_.size();
+  }
+  size_t in_flight() const override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->in_flight;
+  }
+  size_t ready() const override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->ready.size();
+  }
+
+ private:
+  struct Pending {
+    RingIo io;
+    std::shared_ptr<File> file;  // a registered file, held until the IO is done
+  };
+
+  Status CheckProcess() const {
+    if (getpid() != pid_) {
+      return Status::NotSupported(fmt::format(
+          "ring made in process {} used in process {} (after fork, make a new client and ring)",
+          pid_, getpid()));
+    }
+    return Status::OK();
+  }
+
+  const std::shared_ptr<SharedMemory> region_;
+  const uint32_t entries_;
+  const pid_t pid_;
+  const std::shared_ptr<RingState> state_;
+  mutable std::mutex prep_mu_;     // taken after state_->mu when both are held
+  std::vector<Pending> prepared_;  // guarded by prep_mu_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Ring>> Ring::Create(std::shared_ptr<SharedMemory> region, uint32_t entries) {
+  if (region == nullptr)
+    return Status::InvalidArgument("ring: no region");
+  if (entries == 0 || entries > kMaxEntries) {
+    return Status::InvalidArgument(
+        fmt::format("ring of {} entries (1 to {})", entries, kMaxEntries));
+  }
+  return std::unique_ptr<Ring>(new RingImpl(std::move(region), entries));
+}
+
+}  // namespace ciuic
