@@ -79,8 +79,8 @@ struct ClientOptions {
   // directory's attributes after every create or unlink in it).
   int dir_attr_cache_ms = 0;
   // Reads into SharedMemory from an OSS on this host (reached over a loopback address) are
-  // placed there by the OSS directly, without crossing a socket. $CIUIC_SHM_READS=0 turns it
-  // off too.
+  // placed there by the OSS directly, and writes from it are taken from there by the OSS,
+  // without crossing a socket. $CIUIC_SHM_READS=0 turns both off too.
   bool shm_reads = true;
   // Small reads to one OSS that are waiting to be sent at the same time (a loader's samples,
   // random 4 KiB reads at depth) go out as one ReadBatch frame (docs/formats/wire.md): reads
