@@ -12,7 +12,7 @@ Every blocking call releases the GIL. See docs/python.md.
 import os as _os
 
 from . import _ciuic  # noqa: F401
-from ._ciuic import Client, File  # noqa: F401
+from ._ciuic import Client, File, Ring, SharedBuffer  # noqa: F401
 
 
 def connect(cluster_file=None, io_threads=1, readahead_bytes=8 << 20, shm_reads=True):

@@ -17,7 +17,11 @@ struct PyClient {
   std::string cluster_file;
 };
 
-void RegisterClient(pybind11::module_& m);      // client_bindings.cc: Client, File, errors.
+void RegisterClient(pybind11::module_& m);  // client_bindings.cc: Client, File, errors.
+void RegisterRing(pybind11::module_& m);    // ring_bindings.cc: SharedBuffer, Ring.
+// The open File behind a ciuic._ciuic.File (client_bindings.cc); raises ValueError when it is
+// closed, TypeError when `obj` is not one.
+ciuic::File* FileOf(pybind11::handle obj);
 void RegisterLoader(pybind11::module_& m);      // loader_bindings.cc: indexes, prefetch engine.
 void RegisterCheckpoint(pybind11::module_& m);  // checkpoint_bindings.cc: engine, conversion.
 

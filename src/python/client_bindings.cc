@@ -234,6 +234,14 @@ py::object StatResult(const FileStat& st) {
 
 }  // namespace
 
+ciuic::File* FileOf(py::handle obj) {
+  if (!py::isinstance<PyFile>(obj)) {
+    throw py::type_error(std::string("expected a ciuic File, got ") +
+                         std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+  }
+  return &py::cast<PyFile&>(obj).f();
+}
+
 void RegisterClient(py::module_& m) {
   py::class_<PyFile>(m, "File", "An open ciuic file; behaves like Python's binary file objects.")
       .def("read", &PyFile::Read, py::arg("size") = -1,

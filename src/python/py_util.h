@@ -47,8 +47,14 @@ inline void Check(const Status& s) {
 // on destruction. Holding it keeps the exporter alive, so the GIL may be dropped while it is used.
 class BufferView {
  public:
+  // Objects without the buffer protocol that have a `numpy()` method sharing their memory (a
+  // torch CPU tensor) are viewed through it, still without a copy.
   BufferView(pybind11::handle obj, bool writable) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (!PyObject_CheckBuffer(obj.ptr()) && pybind11::hasattr(obj, "numpy")) {
+      holder_ = obj.attr("numpy")();
+      obj = holder_;
+    }
     if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0) {
       throw pybind11::error_already_set();
     }
@@ -61,6 +67,7 @@ class BufferView {
   size_t size() const { return static_cast<size_t>(view_.len); }
 
  private:
+  pybind11::object holder_;  // the numpy view of a tensor, when one was made
   Py_buffer view_{};
 };
 
