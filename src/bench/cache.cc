@@ -46,16 +46,16 @@ void Fill(uint64_t i, char* buf, size_t n) {
   }
 }
 
-// Bytes the cluster's OSSes have read from their OSTs, from their metrics endpoints (the
-// cluster directory's run/oss*.metrics_port); NotFound when the cluster has none.
-Result<uint64_t> OstReadBytes(const std::string& cluster_file) {
+}  // namespace
+
+Result<double> SumOssMetric(const std::string& cluster_file, const std::string& name) {
   const fs::path run = fs::path(cluster_file).parent_path() / "run";
   std::error_code ec;
-  uint64_t total = 0;
+  double total = 0;
   int found = 0;
   for (const auto& e : fs::directory_iterator(run, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("oss", 0) != 0 || name.find(".metrics_port") == std::string::npos)
+    const std::string file = e.path().filename().string();
+    if (file.rfind("oss", 0) != 0 || file.find(".metrics_port") == std::string::npos)
       continue;
     int port = 0;
     {
@@ -70,19 +70,30 @@ Result<uint64_t> OstReadBytes(const std::string& cluster_file) {
     CIUIC_ASSIGN_OR_RETURN(
         net::HttpResponse r,
         net::HttpGet(HostPort{"127.0.0.1", static_cast<uint16_t>(port)}, "/metrics", 5000));
-    for (size_t at = 0;
-         (at = r.body.find("\nciuic_ost_read_bytes_total{", at)) != std::string::npos;) {
-      const size_t sp = r.body.find("} ", at);
+    // Lines "name value" and "name{labels} value".
+    for (size_t at = 0; (at = r.body.find("\n" + name, at)) != std::string::npos;) {
+      at += 1 + name.size();
+      if (at >= r.body.size() || (r.body[at] != ' ' && r.body[at] != '{'))
+        continue;
+      const size_t sp = r.body[at] == ' ' ? at : r.body.find("} ", at);
       if (sp == std::string::npos)
         break;
-      total += static_cast<uint64_t>(std::strtod(r.body.c_str() + sp + 2, nullptr));
-      at = sp;
+      total += std::strtod(r.body.c_str() + sp + (r.body[sp] == ' ' ? 1 : 2), nullptr);
     }
     ++found;
   }
   if (found == 0)
     return Status::NotFound(fmt::format("no OSS metrics endpoints under {}", run.string()));
   return total;
+}
+
+namespace {
+
+// Bytes the cluster's OSSes have read from their OSTs, from their metrics endpoints (the
+// cluster directory's run/oss*.metrics_port); NotFound when the cluster has none.
+Result<uint64_t> OstReadBytes(const std::string& cluster_file) {
+  CIUIC_ASSIGN_OR_RETURN(double b, SumOssMetric(cluster_file, "ciuic_ost_read_bytes_total"));
+  return static_cast<uint64_t>(b);
 }
 
 Result<std::unique_ptr<Client>> Connect(const CacheOptions& o, const std::string& cache_dir) {

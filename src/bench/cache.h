@@ -42,4 +42,9 @@ struct CacheOptions {
 // Every byte read is checked. Removes the files and the cache after.
 Status RunCachePhase(const CacheOptions& o, Report* report);
 
+// The sum over the OSSes of the cluster of `cluster_file` (their metrics endpoints, from the
+// cluster directory's run/oss*.metrics_port) of metric `name`, all label sets together.
+// NotFound when the cluster has no endpoints.
+Result<double> SumOssMetric(const std::string& cluster_file, const std::string& name);
+
 }  // namespace ciuic::bench

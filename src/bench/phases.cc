@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/cache.h"
 #include "bench/cpu_use.h"
 #include "common/config.h"
 
@@ -175,6 +176,28 @@ Status WriteDataFile(Target& t, const std::string& path, uint64_t size) {
   return f->Close();
 }
 
+// Reads and writes the OSSes served through clients' shared memory so far; -1 when the target
+// has no cluster whose counters can be read.
+double ShmIos(const Target& t, bool writes) {
+  if (t.cluster_file().empty())
+    return -1;
+  Result<double> n = SumOssMetric(
+      t.cluster_file(), writes ? "ciuic_oss_shm_writes_total" : "ciuic_oss_shm_reads_total");
+  return n.ok() ? *n : -1;
+}
+
+// Records which share of `ios` IOs went through shared memory (from the OSSes' counters) and
+// the copies per byte that implies (docs/benchmark.md "Copies per byte"): none for those, and
+// `tcp_copies` for the rest (the kernel's socket copies on both ends, plus the client's copy out
+// of its connection buffer for reads answered in batches).
+void RecordCopies(Metric& m, double shm_before, double shm_after, double ios, double tcp_copies) {
+  if (shm_before < 0 || shm_after < 0 || ios <= 0)
+    return;
+  const double share = std::clamp((shm_after - shm_before) / ios, 0.0, 1.0);
+  m.extra["shm_share"] = share;
+  m.extra["copies_per_byte"] = tcp_copies * (1 - share);
+}
+
 }  // namespace
 
 uint64_t RandFileSize(const Options& o) {
@@ -213,6 +236,50 @@ Status RunSeqPhase(Target& t, const PhaseContext& ctx) {
       }
     }
   }
+  // Through a ring (ciuic): one stream of o.block IOs, 8 in flight, the write fsynced before its
+  // time is taken; over memory shared with the OSSes (rows seq_{write,read}_ring) and over
+  // ordinary memory, the same IOs over TCP (seq_{write,read}_async, the plain async API).
+  const std::string ring_path = t.Path("ring.dat");
+  const uint64_t ring_bytes = o.size / o.block * o.block;
+  for (bool shared : {false, true}) {
+    for (bool write : {true, false}) {
+      ctx.drop_caches();
+      CIUIC_ASSIGN_OR_RETURN(auto f, t.Open(ring_path, write, ring_bytes));
+      const double shm0 = ShmIos(t, write);
+      const auto start = Clock::now();
+      Status st = f->RingSequential(write, ring_bytes, o.block, 8, shared);
+      if (st.code() == StatusCode::kNotSupported)
+        return Status::OK();  // not ciuic: no ring rows
+      if (st.ok() && write)
+        st = f->Fsync();
+      const double secs = Seconds(start, Clock::now());
+      const double shm1 = ShmIos(t, write);
+      Status cs = f->Close();
+      if (st.ok())
+        st = cs;
+      if (!st.ok()) {
+        t.Unlink(ring_path).IgnoreError();  // cleanup
+        return st;
+      }
+      const std::string name =
+          fmt::format("seq_{}_{}", write ? "write" : "read", shared ? "ring" : "async");
+      const double gbs = static_cast<double>(ring_bytes) / secs / kGB;
+      Metric& m = ctx.report->Add("seq", name, t.name(), gbs, "GB/s", true);
+      // The client splits IOs at stripe boundaries: count OST requests as IOs of a stripe unit
+      // at most (the default 1 MiB).
+      const double ios = static_cast<double>(ring_bytes) /
+                         static_cast<double>(std::min<uint64_t>(o.block, uint64_t{1} << 20));
+      RecordCopies(m, shm0, shm1, ios, 2);
+      ctx.progress(fmt::format("{} seq {} {}: {:.3f} GB/s ({} in {} IOs, 8 in flight{})", t.name(),
+                               shared ? "ring" : "async", write ? "write" : "read", gbs,
+                               FormatSize(ring_bytes), FormatSize(o.block),
+                               m.extra.contains("shm_share")
+                                   ? fmt::format(", {:.0f}% through shared memory",
+                                                 m.extra["shm_share"].get<double>() * 100)
+                                   : ""));
+    }
+  }
+  t.Unlink(ring_path).IgnoreError();  // cleanup
   return Status::OK();
 }
 
@@ -221,28 +288,43 @@ Status RunRandPhase(Target& t, const PhaseContext& ctx) {
   const uint64_t size = RandFileSize(o);
   const std::string path = t.Path("rand.dat");
   CIUIC_RETURN_IF_ERROR(WriteDataFile(t, path, size));
-  ctx.drop_caches();
-  CIUIC_ASSIGN_OR_RETURN(auto f, t.Open(path, false, 0));
-  const CpuUse cpu0 = ReadCpuUse();
-  auto start = Clock::now();
-  auto ops =
-      f->RandomReads(size, o.qd, o.batch, o.rand_seconds, 1234 + static_cast<uint64_t>(ctx.run));
-  double secs = Seconds(start, Clock::now());
-  const CpuUse cpu = ReadCpuUse() - cpu0;
-  f->Close().IgnoreError();      // read-only: nothing to lose
+  // The plain API's async reads into ordinary memory, then (ciuic) the same through a ring
+  // over shared memory: rows rand_read_4k and rand_read_4k_ring.
+  for (bool ring : {false, true}) {
+    ctx.drop_caches();
+    CIUIC_ASSIGN_OR_RETURN(auto f, t.Open(path, false, 0));
+    const double shm0 = ShmIos(t, false);
+    const CpuUse cpu0 = ReadCpuUse();
+    auto start = Clock::now();
+    const uint64_t seed = 1234 + static_cast<uint64_t>(ctx.run);
+    auto ops = ring ? f->RingRandomReads(size, o.qd, o.batch, o.rand_seconds, seed)
+                    : f->RandomReads(size, o.qd, o.batch, o.rand_seconds, seed);
+    double secs = Seconds(start, Clock::now());
+    const CpuUse cpu = ReadCpuUse() - cpu0;
+    const double shm1 = ShmIos(t, false);
+    f->Close().IgnoreError();  // read-only: nothing to lose
+    if (ring && ops.status().code() == StatusCode::kNotSupported)
+      break;  // not ciuic
+    if (!ops.ok()) {
+      t.Unlink(path).IgnoreError();  // cleanup
+      return ops.status();
+    }
+    const std::string name = ring ? "rand_read_4k_ring" : "rand_read_4k";
+    double iops = static_cast<double>(*ops) / secs;
+    Metric& m = ctx.report->Add("rand", name, t.name(), iops, "IOPS", true);
+    m.extra["qd"] = o.qd;
+    m.extra["batch"] = o.batch;
+    m.extra["file_bytes"] = size;
+    RecordCopies(m, shm0, shm1, static_cast<double>(*ops), 3);
+    ReportCpuPerOp(ctx.report, "rand", name, t.name(), cpu, static_cast<double>(*ops));
+    ctx.progress(fmt::format(
+        "{} rand 4 KiB{} QD{} batch {}: {:.0f} IOPS over {}; per read {:.1f} us CPU ({:.1f} in "
+        "this process), {:.2f} context switches",
+        t.name(), ring ? " ring" : "", o.qd, o.batch, iops, FormatSize(size),
+        cpu.machine_s * 1e6 / *ops, cpu.self_s * 1e6 / *ops,
+        static_cast<double>(cpu.machine_cs) / *ops));
+  }
   t.Unlink(path).IgnoreError();  // cleanup
-  CIUIC_RETURN_IF_ERROR(ops.status());
-  double iops = static_cast<double>(*ops) / secs;
-  Metric& m = ctx.report->Add("rand", "rand_read_4k", t.name(), iops, "IOPS", true);
-  m.extra["qd"] = o.qd;
-  m.extra["batch"] = o.batch;
-  m.extra["file_bytes"] = size;
-  ReportCpuPerOp(ctx.report, "rand", "rand_read_4k", t.name(), cpu, static_cast<double>(*ops));
-  ctx.progress(fmt::format(
-      "{} rand 4 KiB QD{} batch {}: {:.0f} IOPS over {}; per read {:.1f} us CPU ({:.1f} in this "
-      "process), {:.2f} context switches",
-      t.name(), o.qd, o.batch, iops, FormatSize(size), cpu.machine_s * 1e6 / *ops,
-      cpu.self_s * 1e6 / *ops, static_cast<double>(cpu.machine_cs) / *ops));
   return Status::OK();
 }
 

@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include "ciuic/ring.h"
+
 namespace ciuic::bench {
 namespace {
 namespace fs = std::filesystem;
@@ -27,6 +29,22 @@ Clock::time_point Deadline(double seconds) {
   return Clock::now() +
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
+
+// Ordinary (not shared) aligned memory under the SharedMemory interface: a ring over it moves
+// its bytes over TCP like the plain API's async IO.
+class HeapMemory : public SharedMemory {
+ public:
+  explicit HeapMemory(size_t n)
+      : size_(n),
+        data_(static_cast<uint8_t*>(std::aligned_alloc(4096, (n + 4095) & ~size_t{4095}))) {}
+  ~HeapMemory() override { std::free(data_); }
+  uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  size_t size_;
+  uint8_t* data_;
+};
 
 // 4 KiB aligned buffers for `n` IOs, freed together.
 class Buffers {
@@ -237,7 +255,7 @@ class PosixTarget : public Target {
 
 class CiuicFile : public BFile {
  public:
-  explicit CiuicFile(std::unique_ptr<File> f) : f_(std::move(f)) {}
+  CiuicFile(Client* c, std::unique_ptr<File> f) : c_(c), f_(std::move(f)) {}
   Status Pwrite(const void* buf, size_t len, uint64_t off) override {
     return f_->Pwrite(buf, len, off).status();
   }
@@ -297,7 +315,103 @@ class CiuicFile : public BFile {
     return ops;
   }
 
+  Result<uint64_t> RingRandomReads(
+      uint64_t size, int qd, int batch, double seconds, uint64_t seed) override {
+    const uint64_t blocks = size / 4096;
+    if (blocks == 0 || qd <= 0)
+      return Status::InvalidArgument(f_->path() + ": file too small for 4 KiB random reads");
+    CIUIC_ASSIGN_OR_RETURN(auto mem, c_->NewSharedMemory(static_cast<size_t>(qd) * 4096));
+    CIUIC_ASSIGN_OR_RETURN(auto ring, Ring::Create(mem, static_cast<uint32_t>(qd)));
+    std::mt19937_64 rng(seed);
+    std::vector<uint64_t> free_slots;
+    for (int i = qd - 1; i >= 0; --i)
+      free_slots.push_back(static_cast<uint64_t>(i));
+    const size_t refill = static_cast<size_t>(std::clamp(batch, 1, qd));
+    std::vector<RingCompletion> done(static_cast<size_t>(qd));
+    const auto deadline = Deadline(seconds);
+    uint64_t ops = 0;
+    size_t inflight = 0;
+    for (;;) {
+      const bool stop = Clock::now() >= deadline;
+      if (!stop && (free_slots.size() >= refill || inflight == 0)) {
+        while (!free_slots.empty()) {
+          const uint64_t slot = free_slots.back();
+          free_slots.pop_back();
+          CIUIC_RETURN_IF_ERROR(ring->Prepare({.file = f_.get(),
+                                               .offset = (rng() % blocks) * 4096,
+                                               .len = 4096,
+                                               .region_offset = slot * 4096,
+                                               .user_data = slot}));
+        }
+        CIUIC_ASSIGN_OR_RETURN(size_t n, ring->Submit());
+        inflight += n;
+      }
+      if (inflight == 0)
+        break;
+      // As the plain loop: wake when a batch can be refilled.
+      CIUIC_ASSIGN_OR_RETURN(size_t n, ring->Wait(done, std::min(refill, inflight), -1));
+      for (size_t i = 0; i < n; ++i) {
+        if (done[i].result != 4096) {
+          return Status::IoError(
+              fmt::format("{}: ring read returned {}", f_->path(), done[i].result));
+        }
+        free_slots.push_back(done[i].user_data);
+      }
+      inflight -= n;
+      ops += n;
+    }
+    return ops;
+  }
+
+  Status RingSequential(bool write, uint64_t size, size_t block, int depth, bool shared) override {
+    if (block == 0 || block % 4096 != 0 || block > (64u << 20) || depth <= 0)
+      return Status::InvalidArgument("ring IO: a block of 4 KiB to 64 MiB, depth > 0");
+    std::shared_ptr<SharedMemory> mem;
+    if (shared) {
+      CIUIC_ASSIGN_OR_RETURN(mem, c_->NewSharedMemory(static_cast<size_t>(depth) * block));
+    } else {
+      mem = std::make_shared<HeapMemory>(static_cast<size_t>(depth) * block);
+    }
+    if (write)
+      std::memset(mem->data(), 42, mem->size());
+    CIUIC_ASSIGN_OR_RETURN(auto ring, Ring::Create(mem, static_cast<uint32_t>(depth)));
+    std::vector<uint64_t> free_slots;
+    for (int i = depth - 1; i >= 0; --i)
+      free_slots.push_back(static_cast<uint64_t>(i));
+    std::vector<RingCompletion> done(static_cast<size_t>(depth));
+    uint64_t next = 0;
+    size_t inflight = 0;
+    while (next < size || inflight > 0) {
+      while (next < size && !free_slots.empty()) {
+        const uint64_t slot = free_slots.back();
+        free_slots.pop_back();
+        const uint64_t len = std::min<uint64_t>(block, size - next);
+        CIUIC_RETURN_IF_ERROR(ring->Prepare({.file = f_.get(),
+                                             .write = write,
+                                             .offset = next,
+                                             .len = len,
+                                             .region_offset = slot * block,
+                                             .user_data = (slot << 32) | len}));
+        next += len;
+      }
+      CIUIC_ASSIGN_OR_RETURN(size_t n, ring->Submit());
+      inflight += n;
+      CIUIC_ASSIGN_OR_RETURN(size_t got, ring->Wait(done, 1, -1));
+      for (size_t i = 0; i < got; ++i) {
+        const auto want = static_cast<int64_t>(done[i].user_data & 0xffffffffu);
+        if (done[i].result != want) {
+          return Status::IoError(fmt::format("{}: ring {} returned {} of {} bytes", f_->path(),
+                                             write ? "write" : "read", done[i].result, want));
+        }
+        free_slots.push_back(done[i].user_data >> 32);
+      }
+      inflight -= got;
+    }
+    return Status::OK();
+  }
+
  private:
+  Client* c_;
   std::unique_ptr<File> f_;
 };
 
@@ -335,7 +449,7 @@ class CiuicTarget : public Target {
     }
     CIUIC_ASSIGN_OR_RETURN(auto f,
                            c_->Open(path, O_RDWR | (create ? O_CREAT | O_TRUNC : 0), 0644, oo));
-    return std::unique_ptr<BFile>(new CiuicFile(std::move(f)));
+    return std::unique_ptr<BFile>(new CiuicFile(c_.get(), std::move(f)));
   }
   Status Mkdir(const std::string& path) override { return c_->MkdirAll(path, 0755); }
   Status CreateEmpty(const std::string& path) override {
@@ -377,6 +491,7 @@ class CiuicTarget : public Target {
   }
   bool direct_io() const override { return true; }  // the client has no page cache
   bool over_network() const override { return true; }
+  std::string cluster_file() const override { return cluster_file_; }
 
  private:
   std::string name_ = "ciuic";

@@ -26,6 +26,19 @@ class BFile {
   // for `seconds`; returns the reads completed. Path targets use io_uring, ciuic its async API.
   virtual Result<uint64_t> RandomReads(
       uint64_t size, int qd, int batch, double seconds, uint64_t seed) = 0;
+  // The same through a ring over shared memory (include/ciuic/ring.h): ciuic only, kNotSupported
+  // elsewhere.
+  virtual Result<uint64_t> RingRandomReads(
+      uint64_t /*size*/, int /*qd*/, int /*batch*/, double /*seconds*/, uint64_t /*seed*/) {
+    return Status::NotSupported("rings are ciuic's");
+  }
+  // Writes (write) or reads [0, size) in `block` IOs with `depth` in flight through a ring
+  // (ciuic only, kNotSupported elsewhere); writes are not synced. `shared`: the ring's memory is
+  // shared with the OSSes (else ordinary memory: the same IOs over TCP, the plain API's path).
+  virtual Status RingSequential(
+      bool /*write*/, uint64_t /*size*/, size_t /*block*/, int /*depth*/, bool /*shared*/) {
+    return Status::NotSupported("rings are ciuic's");
+  }
 };
 
 class Target {
@@ -55,6 +68,8 @@ class Target {
   virtual bool direct_io() const = 0;
   // The target's own figures measured against physical limits: "disk" or "network".
   virtual bool over_network() const = 0;
+  // ciuic: the cluster file (its servers' counters are read beside it); others: empty.
+  virtual std::string cluster_file() const { return ""; }
 };
 
 // A POSIX directory (created if missing). Files are opened with O_DIRECT where the file system

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -34,6 +35,11 @@ struct RingState {
   // References to files whose IOs completed, dropped by the next user call: the last one may
   // close the file, a blocking call that must not run on the client's network thread.
   std::vector<std::shared_ptr<File>> retired;  // guarded by mu
+  // The completions each waiter needs: a completion wakes waiters only when the fewest needed
+  // are ready (one wake per batch of completions, not one per completion).
+  std::multiset<size_t> wants;  // guarded by mu
+  // Woken with a completion when the ring's end waits for the IOs in flight.
+  bool draining = false;  // guarded by mu
 };
 
 class RingImpl final : public Ring {
@@ -49,6 +55,7 @@ class RingImpl final : public Ring {
       return;                                  // a forked child: the IOs are the parent's
     std::vector<std::shared_ptr<File>> files;  // closed after the lock (declared first)
     std::unique_lock<std::mutex> lock(state_->mu);
+    state_->draining = true;
     state_->cv.wait(lock, [&] { return state_->in_flight == 0; });
     files.swap(state_->retired);
     for (auto& [index, f] : state_->files)
@@ -135,7 +142,9 @@ class RingImpl final : public Ring {
           state->retired.push_back(std::move(file));
         state->ready.push_back(c);
         --state->in_flight;
-        state->cv.notify_all();
+        if ((!state->wants.empty() && state->ready.size() >= *state->wants.begin()) ||
+            (state->draining && state->in_flight == 0))
+          state->cv.notify_all();
       };
       if (p.io.write) {
         f->PwriteAsync(at, p.io.len, p.io.offset, std::move(done));
@@ -156,11 +165,19 @@ class RingImpl final : public Ring {
           min_complete, out.size(), state_->in_flight, state_->ready.size()));
     }
     auto enough = [&] { return state_->ready.size() >= min_complete; };
-    if (timeout_ms < 0) {
-      state_->cv.wait(lock, enough);
-    } else if (!state_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), enough)) {
-      return Status::TimedOut(fmt::format("ring: {} of {} completions within {} ms",
-                                          state_->ready.size(), min_complete, timeout_ms));
+    if (!enough()) {
+      auto want = state_->wants.insert(min_complete);
+      bool ok = true;
+      if (timeout_ms < 0) {
+        state_->cv.wait(lock, enough);
+      } else {
+        ok = state_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), enough);
+      }
+      state_->wants.erase(want);
+      if (!ok) {
+        return Status::TimedOut(fmt::format("ring: {} of {} completions within {} ms",
+                                            state_->ready.size(), min_complete, timeout_ms));
+      }
     }
     retired.swap(state_->retired);
     size_t n = 0;

@@ -107,6 +107,18 @@ def main():
             for name in EXPECTED:
                 if (name, t) not in got:
                     fail(f"{name} on {t} missing")
+        # Rings (ciuic only): through memory shared with the co-located OSSes every IO went
+        # through it (the OSSes' counters say so: no copy), through ordinary memory none did.
+        for name, share in (("seq_write_ring", 1.0), ("seq_read_ring", 1.0),
+                            ("rand_read_4k_ring", 1.0), ("seq_write_async", 0.0),
+                            ("seq_read_async", 0.0), ("rand_read_4k", 0.0)):
+            r = got.get((name, "ciuic"))
+            if r is None:
+                fail(f"{name} on ciuic missing")
+            if r.get("shm_share") != share:
+                fail(f"{name}: shm_share {r.get('shm_share')}, expected {share}")
+            if r.get("copies_per_byte") is None:
+                fail(f"{name}: no copies_per_byte")
         # The tier phase (ciuic only): archive, the store's own GETs, release and restore; each
         # read was checked byte for byte against what was written.
         for name in ("tier_read_hot", "tier_archive", "tier_store_get", "tier_read_restore",
