@@ -113,6 +113,13 @@ CIUIC_API int ciuic_ring_submit(ciuic_ring* ring);
 CIUIC_API int ciuic_ring_wait(
     ciuic_ring* ring, ciuic_completion* out, size_t max, size_t min_complete, int timeout_ms);
 
+/* Reads [offset, offset + len) of `file` into GPU memory at `device_ptr` through CUDA's
+ * runtime, loaded at run time ($CIUIC_CUDART, else libcudart.so): pinned staging in memory
+ * shared with the OSSes, copies on two streams overlapped with the reads. Returns the bytes
+ * read, or -ENOTSUP when no CUDA runtime loads (ciuic_last_error says where it looked). */
+CIUIC_API int64_t ciuic_read_to_device(
+    ciuic_client* client, ciuic_file* file, uint64_t offset, size_t len, void* device_ptr);
+
 #ifdef __cplusplus
 }
 #endif

@@ -74,3 +74,28 @@ except ImportError:  # pragma: no cover
 __all__ = ["connect", "Client", "File", "pack", "init_context", "async_prefetch", "Context",
            "CiuicDataLoader", "DirectoryDataset", "ShardDataset", "epoch_order", "split_for_rank",
            "write_index"]
+
+
+def read_into(file, dest, offset=0):
+    """Read len(dest) bytes of `file` at `offset` into `dest` without copies through Python.
+
+    dest: a CUDA tensor (contiguous: read through pinned staging memory and copied on two
+    streams, CUDA's runtime loaded at run time), a torch CPU tensor, a numpy array or any
+    writable buffer. Returns the bytes read (fewer only at the end of the file).
+    """
+    if getattr(dest, "is_cuda", False):
+        if not dest.is_contiguous():
+            raise ValueError("read_into: the CUDA tensor is not contiguous")
+        return file.read_to_device(dest.data_ptr(), dest.numel() * dest.element_size(), offset)
+    pos = file.tell()
+    try:
+        file.seek(offset)
+        return file.readinto(dest)
+    finally:
+        file.seek(pos)
+
+
+def cuda_available():
+    """(True, "") when a CUDA runtime can be loaded ($CIUIC_CUDART, libcudart.so), else (False,
+    the reason)."""
+    return _ciuic.cuda_available()

@@ -7,6 +7,7 @@
 
 #include "ciuic/ciuic.h"
 #include "ciuic/client.h"
+#include "ciuic/cuda.h"
 #include "ciuic/ring.h"
 
 struct ciuic_client {
@@ -217,6 +218,14 @@ int ciuic_ring_wait(
     out[i].result = got[i].result;
   }
   return static_cast<int>(*n);
+}
+
+int64_t ciuic_read_to_device(
+    ciuic_client* client, ciuic_file* file, uint64_t offset, size_t len, void* device_ptr) {
+  if (client == nullptr || file == nullptr)
+    return Fail(EINVAL, "ciuic_read_to_device: a null argument");
+  auto n = ciuic::cuda::ReadToDevice(*client->client, *file->file, offset, len, device_ptr);
+  return n.ok() ? static_cast<int64_t>(*n) : Fail(n.status());
 }
 
 }  // extern "C"

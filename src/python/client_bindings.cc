@@ -9,6 +9,7 @@
 
 #include <pybind11/stl.h>
 
+#include "ciuic/cuda.h"
 #include "python/bindings.h"
 #include "python/py_util.h"
 
@@ -69,6 +70,21 @@ class PyFile {
     {
       py::gil_scoped_release nogil;
       got = ReadFully(file, view.data(), view.size());
+    }
+    return Unwrap(std::move(got));
+  }
+
+  // Reads into GPU memory at `device_ptr` through the CUDA runtime (include/ciuic/cuda.h).
+  size_t ReadToDevice(uintptr_t device_ptr, size_t nbytes, uint64_t offset, size_t chunk) {
+    File& file = f();
+    cuda::DeviceReadOptions o;
+    if (chunk > 0)
+      o.chunk_bytes = chunk;
+    Result<size_t> got;
+    {
+      py::gil_scoped_release nogil;
+      got = cuda::ReadToDevice(*client_, file, offset, nbytes, reinterpret_cast<void*>(device_ptr),
+                               o);
     }
     return Unwrap(std::move(got));
   }
@@ -248,6 +264,10 @@ void RegisterClient(py::module_& m) {
            "Read up to size bytes (all to end of file if negative).")
       .def("readinto", &PyFile::ReadInto, py::arg("buffer"),
            "Read into a writable contiguous buffer without extra copies; returns the byte count.")
+      .def("read_to_device", &PyFile::ReadToDevice, py::arg("device_ptr"), py::arg("nbytes"),
+           py::arg("offset") = 0, py::arg("chunk_bytes") = 0,
+           "Read nbytes at offset into GPU memory at device_ptr (CUDA loaded at run time); "
+           "returns the bytes read. ciuic.read_into(file, cuda_tensor) is the usual way in.")
       .def("pread", &PyFile::Pread, py::arg("size"), py::arg("offset"),
            "Read up to size bytes at offset (does not move the file position).")
       .def("write", &PyFile::Write, py::arg("data"))

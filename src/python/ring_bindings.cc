@@ -9,6 +9,7 @@
 
 #include <pybind11/stl.h>
 
+#include "ciuic/cuda.h"
 #include "ciuic/ring.h"
 #include "python/bindings.h"
 #include "python/py_util.h"
@@ -119,6 +120,14 @@ class PyRing {
 }  // namespace
 
 void RegisterRing(py::module_& m) {
+  m.def(
+      "cuda_available",
+      [] {
+        std::string why;
+        const bool ok = cuda::Available(&why);
+        return py::make_tuple(ok, why);
+      },
+      "(True, '') when a CUDA runtime loads, else (False, the reason).");
   py::class_<PySharedBuffer>(m, "SharedBuffer", py::buffer_protocol(),
                              "Memory shared with the OSSes on this machine (a sealed memfd): "
                              "reads into it are placed by the OSS and writes from it are taken "

@@ -104,6 +104,21 @@ int main(int argc, char** argv) {
   int64_t n = ciuic_pread(r, mem + (size_t)kBlocks * kBlock, 100, 1000);
   CHECK(n == 100);
 
+  /* To "device" memory through the CUDA runtime: the fake one when $CIUIC_CUDART names it,
+   * else none (a clear -ENOTSUP). */
+  unsigned char* device = malloc((size_t)kBlocks * kBlock);
+  CHECK(device != NULL);
+  int64_t d = ciuic_read_to_device(c, r, 4096, (size_t)kBlocks * kBlock - 4096, device);
+  const char* rt = getenv("CIUIC_CUDART");
+  if (rt != NULL && strstr(rt, "fake") != NULL) {
+    CHECK(d == (int64_t)kBlocks * kBlock - 4096);
+    CHECK(memcmp(device, mem + 4096, (size_t)kBlocks * kBlock - 4096) == 0);
+  } else {
+    CHECK(d == -ENOTSUP || d == -EOPNOTSUPP);
+    CHECK(strstr(ciuic_last_error(), "CUDA") != NULL);
+  }
+  free(device);
+
   /* Bad calls: -errno and a message. */
   ciuic_completion one;
   CHECK(ciuic_ring_wait(ring, &one, 1, 1, 0) == -EINVAL); /* nothing in flight */

@@ -16,6 +16,7 @@ import urllib.request
 
 BIN = None   # apps/
 CAPI = None  # src/capi/ (capi_ring, libciuic.so)
+FAKE_CUDART = None  # tests/cuda's fake CUDA runtime, when built
 
 
 def ciuic(*args, env=None, check=True, timeout=120):
@@ -64,15 +65,18 @@ class CApiTest(unittest.TestCase):
         self.assertIn("written and read back", r.stdout.decode())
 
     def test_rings_through_shared_memory_and_tcp(self):
+        # The device read goes through the fake CUDA runtime, else finds none.
+        env = dict(self.env, CIUIC_CUDART=FAKE_CUDART or "/nonexistent/libcudart.so")
         w0 = self.oss_counter("ciuic_oss_shm_writes_total")
         r0 = self.oss_counter("ciuic_oss_shm_reads_total")
-        self.run_c("/capi-shm", self.env)
+        self.run_c("/capi-shm", env)
         # Each of the 64 ring writes and reads was taken from / placed in the region by an OSS.
         self.assertEqual(self.oss_counter("ciuic_oss_shm_writes_total") - w0, 64)
         self.assertGreaterEqual(self.oss_counter("ciuic_oss_shm_reads_total") - r0, 64)
         w0 = self.oss_counter("ciuic_oss_shm_writes_total")
         r0 = self.oss_counter("ciuic_oss_shm_reads_total")
-        self.run_c("/capi-tcp", dict(self.env, CIUIC_SHM_READS="0"))
+        self.run_c("/capi-tcp", dict(self.env, CIUIC_SHM_READS="0",
+                                     CIUIC_CUDART="/nonexistent/libcudart.so"))
         self.assertEqual(self.oss_counter("ciuic_oss_shm_writes_total"), w0)
         self.assertEqual(self.oss_counter("ciuic_oss_shm_reads_total"), r0)
         a = ciuic("cat", "/capi-shm", env=self.env).stdout
@@ -103,7 +107,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin-dir", required=True)
     ap.add_argument("--capi-dir", required=True)
+    ap.add_argument("--fake-cudart", default="")
     args, rest = ap.parse_known_args()
+    FAKE_CUDART = os.path.abspath(args.fake_cudart) if args.fake_cudart else None
     BIN = os.path.abspath(args.bin_dir)
     CAPI = os.path.abspath(args.capi_dir)
     unittest.main(argv=[sys.argv[0], "-v"] + rest)

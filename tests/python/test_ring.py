@@ -116,3 +116,52 @@ def test_readinto_numpy_and_torch_without_copies(client, cluster_dir):
     with client.open(path, "rb") as f:
         with pytest.raises((BufferError, ValueError)):
             f.readinto(t[::2])  # not contiguous
+
+
+CUDA_SCRIPT = r"""
+import os, sys, numpy as np, ciuic
+ok, why = ciuic.cuda_available()
+if os.environ["CIUIC_CUDART"].startswith("/nonexistent"):
+    assert not ok and "/nonexistent" in why, why
+    print("absent ok")
+    sys.exit(0)
+assert ok, why
+
+class FakeCudaTensor:
+    # What read_into needs of a CUDA tensor; its "device memory" is a numpy array, which the
+    # fake runtime treats as device memory.
+    def __init__(self, n):
+        self.arr = np.zeros(n, dtype=np.uint8)
+        self.is_cuda = True
+    def is_contiguous(self): return True
+    def data_ptr(self): return self.arr.ctypes.data
+    def numel(self): return self.arr.size
+    def element_size(self): return 1
+
+fs = ciuic.connect(sys.argv[1])
+data = os.urandom((9 << 20) + 123)
+with fs.open(sys.argv[2], "wb") as f:
+    f.write(data)
+t = FakeCudaTensor(len(data) - 1000)
+with fs.open(sys.argv[2], "rb") as f:
+    assert ciuic.read_into(f, t, offset=1000) == len(data) - 1000
+    assert t.arr.tobytes() == data[1000:]
+    assert f.tell() == 0
+    a = np.zeros(100, dtype=np.uint8)
+    assert ciuic.read_into(f, a, offset=5) == 100 and a.tobytes() == data[5:105]
+print("device ok")
+"""
+
+
+@pytest.mark.parametrize("runtime", ["fake", "absent"])
+def test_read_into_a_device_through_the_cuda_runtime(cluster_file, cluster_dir, runtime):
+    import subprocess
+    import sys
+    fake = os.environ.get("CIUIC_FAKE_CUDART")
+    if runtime == "fake" and not fake:
+        pytest.skip("CIUIC_FAKE_CUDART not set (ctest sets it to tests/cuda's fake runtime)")
+    env = dict(os.environ, CIUIC_CUDART=fake if runtime == "fake" else "/nonexistent/cudart.so")
+    r = subprocess.run([sys.executable, "-c", CUDA_SCRIPT, cluster_file, f"{cluster_dir}/w.bin"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("device ok" if runtime == "fake" else "absent ok") in r.stdout
