@@ -235,9 +235,30 @@ def split_for_rank(order, cursor, rank, world_size):
     return order[cursor + rank::world_size]
 
 
-def _apply(transform, target_transform, collate_fn, unbatched, raw, labels):
+SAMPLE_FORMATS = ("bytes", "memoryview", "numpy", "tensor")
+
+
+def _as_format(fmt, data):
+    """A sample (bytes, or a zero-copy _ciuic.Sample) in the form `fmt` asks, without a copy."""
+    if fmt == "bytes":
+        return data if isinstance(data, bytes) else bytes(data)
+    if fmt == "memoryview":
+        return memoryview(data)
+    if fmt == "numpy":
+        return np.frombuffer(data, dtype=np.uint8)
+    import torch
+    if len(data) == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    if isinstance(data, bytes):  # from a worker: bytes are immutable, the tensor gets its own
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return torch.frombuffer(data, dtype=torch.uint8)
+
+
+def _apply(transform, target_transform, collate_fn, unbatched, fmt, raw, labels):
     samples = []
     for data, label in zip(raw, labels):
+        if fmt != "bytes" or not isinstance(data, bytes):
+            data = _as_format(fmt, data)
         x = transform(data) if transform is not None else data
         y = target_transform(label) if target_transform is not None else label
         samples.append((x, y))
@@ -884,7 +905,7 @@ class CiuicDataLoader(_TorchDataLoader):
                  transform=None, target_transform=None, seed=0, locality_window=0,
                  prefetch_bytes=256 << 20, rank=None, world_size=None, io_depth=256,
                  opener_threads=None, prefetch=None, context=None, restore_ahead=0,
-                 restore_distance=None, client=None, resolve_threads=8):
+                 restore_distance=None, client=None, resolve_threads=8, sample_format="bytes"):
         if not isinstance(dataset, _Dataset) and (transform is not None or
                                                   target_transform is not None):
             raise TypeError("transform and target_transform apply to ciuic data sets; give them "
@@ -897,6 +918,13 @@ class CiuicDataLoader(_TorchDataLoader):
         accelerated = view is not None
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer or None, got {batch_size}")
+        if sample_format not in SAMPLE_FORMATS:
+            raise ValueError(f"sample_format must be one of {', '.join(SAMPLE_FORMATS)}, got "
+                             f"{sample_format!r}")
+        if sample_format != "bytes" and not isinstance(dataset, _Dataset):
+            raise ValueError(f"sample_format applies to ciuic data sets; a "
+                             f"{type(dataset).__name__} gets its samples from its own loader")
+        self.sample_format = sample_format
         if prefetch is not None and prefetch < 0:
             raise ValueError("prefetch must be >= 0 batches")
         if restore_ahead < 0:
@@ -1240,10 +1268,12 @@ class CiuicDataLoader(_TorchDataLoader):
         _keep_freed_memory()
         return self._iterate(engine, labels, sizes)
 
-    def _raw_batches(self, engine, labels, sizes):
+    def _raw_batches(self, engine, labels, sizes, zero_copy=False):
+        # zero_copy: the engine's own buffers (no copy into bytes), for the sample formats that
+        # view them; batches for workers are pickled, so they travel as bytes.
         start = 0
         for count in sizes:
-            raw = engine.next_batch(count)
+            raw = engine.next_batch(count, zero_copy)
             if len(raw) != count:
                 raise OSError(5, "prefetch engine ended early")
             yield raw, [int(x) for x in labels[start:start + count]], count
@@ -1279,7 +1309,8 @@ class CiuicDataLoader(_TorchDataLoader):
         # Unbatched (batch_size=None) as torch decides it: no batch sampler to group samples.
         unbatched = self.batch_sampler is None if _TorchDataLoader is not object else \
             self.batch_size is None
-        fn = (self.transform, self.target_transform, self.collate_fn, unbatched)
+        fn = (self.transform, self.target_transform, self.collate_fn, unbatched,
+              self.sample_format)
         pool = None
         window = []  # (AsyncResult, count) of batches handed to the pool, oldest first
         try:
@@ -1289,7 +1320,9 @@ class CiuicDataLoader(_TorchDataLoader):
             if self.num_workers == 0 or (self.transform is None and
                                          self.target_transform is None and
                                          self.worker_init_fn is None):
-                for raw, lab, count in _ahead(self._raw_batches(engine, labels, sizes), engine):
+                batches = self._raw_batches(engine, labels, sizes,
+                                            zero_copy=self.sample_format != "bytes")
+                for raw, lab, count in _ahead(batches, engine):
                     batch = _apply(*fn, raw, lab)
                     self._consumed += count
                     self._yielded += 1

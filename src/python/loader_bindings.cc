@@ -19,6 +19,13 @@ namespace py = pybind11;
 namespace ciuic::python {
 namespace {
 
+// One sample's bytes handed out without a copy: the engine's buffer, exported with the buffer
+// protocol (memoryview, numpy.frombuffer, torch.frombuffer) and given back to the engine's
+// pool when the last view is dropped. Writable: the memory is the holder's alone until then.
+struct Sample {
+  loader::SampleBuffer buf;
+};
+
 using loader::PrefetchEngine;
 using loader::SampleRef;
 using loader::TarMember;
@@ -73,6 +80,20 @@ py::list Members(const std::vector<TarMember>& members) {
 }  // namespace
 
 void RegisterLoader(py::module_& m) {
+  py::class_<Sample>(m, "Sample", py::buffer_protocol(),
+                     "One sample's bytes in the loader's own buffer (no copy); views of it "
+                     "(memoryview, numpy.frombuffer, torch.frombuffer) keep it, and the buffer "
+                     "goes back to the loader when the last one is dropped.")
+      .def_buffer([](Sample& s) {
+        // A zero-length sample still exports a valid (non-null) pointer.
+        static char empty = 0;
+        char* p = s.buf.size() > 0 ? const_cast<char*>(s.buf.data()) : &empty;
+        return py::buffer_info(p, 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(s.buf.size())}, {py::ssize_t{1}},
+                               /*readonly=*/false);
+      })
+      .def("__len__", [](const Sample& s) { return s.buf.size(); })
+      .def("__bytes__", [](const Sample& s) { return py::bytes(s.buf.data(), s.buf.size()); });
   py::class_<PyResolved>(m, "ResolvedSources",
                          "Source files resolved once (FID, layout, size): an engine given them "
                          "reads each sample with no MDS round trip.")
@@ -164,7 +185,7 @@ void RegisterLoader(py::module_& m) {
           "The next sample's bytes in order, or None after the last.")
       .def(
           "next_batch",
-          [](PrefetchEngine& e, size_t n) {
+          [](PrefetchEngine& e, size_t n, bool zero_copy) {
             // Up to n samples (fewer only at the end), waited for with the GIL dropped once.
             std::vector<loader::SampleBuffer> got;
             got.reserve(std::min<size_t>(n, 4096));
@@ -175,11 +196,18 @@ void RegisterLoader(py::module_& m) {
             }
             Unwrap(std::move(r));
             py::list out(got.size());
-            for (size_t i = 0; i < got.size(); ++i)
-              out[i] = py::bytes(got[i].data(), got[i].size());
+            for (size_t i = 0; i < got.size(); ++i) {
+              if (zero_copy) {
+                out[i] = py::cast(Sample{std::move(got[i])});
+              } else {
+                out[i] = py::bytes(got[i].data(), got[i].size());
+              }
+            }
             return out;
           },
-          py::arg("n"))
+          py::arg("n"), py::arg("zero_copy") = false,
+          "Up to n samples: bytes, or with zero_copy Sample objects exporting the engine's "
+          "buffers (the buffer protocol) until the last view of each is dropped.")
       .def("stop",
            [](PrefetchEngine& e) {
              py::gil_scoped_release nogil;

@@ -452,3 +452,69 @@ def test_io_stall_is_measured_per_epoch(shard_dataset):
     hist = dl.epoch_stats()
     assert [e["epoch"] for e in hist] == [0, 1, 2]
     assert hist[0]["io_stall_s"] == s0["io_stall_s"]
+
+
+def _kind_and_bytes(x):
+    # A worker's transform: what it was given, and the bytes (a view cannot be pickled back).
+    return type(x).__name__, bytes(memoryview(x.numpy() if hasattr(x, "numpy") else x))
+
+
+@pytest.mark.parametrize("fmt", ["memoryview", "numpy", "tensor"])
+def test_zero_copy_samples_stay_valid_until_dropped(fmt, shard_dataset):
+    """sample_format gives views of the loader's own buffers (no copy into bytes); a view held
+    past its epoch keeps its buffer (the next epoch reuses only buffers given back), and the
+    bytes are the sample's."""
+    if fmt == "tensor":
+        torch = pytest.importorskip("torch")
+    kinds = {"memoryview": memoryview, "numpy": np.ndarray}
+    loader = CiuicDataLoader(shard_dataset, batch_size=8, shuffle=True, seed=3,
+                             sample_format=fmt, collate_fn=lambda samples: samples)
+    held = []
+    for _ in range(2):
+        for batch in loader:
+            for x, label in batch:
+                if fmt == "tensor":
+                    assert isinstance(x, torch.Tensor) and x.dtype == torch.uint8
+                else:
+                    assert isinstance(x, kinds[fmt])
+                held.append((x, label))
+    assert len(held) == 2 * N
+    for x, label in held:  # every view still holds its own sample's bytes
+        data = bytes(x.numpy()) if fmt == "tensor" else bytes(x)
+        i = sample_id(data)
+        assert data == sample_bytes(i)
+        assert label == i % N_CLASSES
+    del held
+
+
+@pytest.mark.parametrize("fmt", ["memoryview", "numpy", "tensor"])
+def test_sample_format_reaches_worker_transforms(fmt, shard_dataset):
+    """With workers the samples travel to them as bytes and their transform gets the format."""
+    if fmt == "tensor":
+        pytest.importorskip("torch")
+    want = {"memoryview": "memoryview", "numpy": "ndarray", "tensor": "Tensor"}[fmt]
+    loader = CiuicDataLoader(shard_dataset, batch_size=8, num_workers=2, sample_format=fmt,
+                             transform=_kind_and_bytes, collate_fn=lambda samples: samples)
+    seen = 0
+    for batch in loader:
+        for (kind, data), label in batch:
+            assert kind == want
+            assert data == sample_bytes(sample_id(data))
+            seen += 1
+    assert seen == N
+
+
+def test_sample_format_is_checked(client, shard_dataset):
+    with pytest.raises(ValueError, match="sample_format"):
+        CiuicDataLoader(shard_dataset, sample_format="jpeg")
+    torch = pytest.importorskip("torch")
+
+    class Plain(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1
+
+        def __getitem__(self, i):
+            return i
+
+    with pytest.raises(ValueError, match="ciuic data sets"):
+        CiuicDataLoader(Plain(), sample_format="numpy")
