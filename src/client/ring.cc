@@ -2,14 +2,16 @@
 // completions gathered under one lock for Wait.
 #include "ciuic/ring.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
+#include <cstdint>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -20,14 +22,40 @@ namespace ciuic {
 namespace {
 
 constexpr uint32_t kMaxEntries = 65536;
+
+// Bumped in the child at every fork(), so a ring can tell it changed process without a getpid()
+// system call per call.
+std::atomic<uint64_t> fork_generation{0};
+
+uint64_t ForkGeneration() {
+  static std::once_flag once;
+  std::call_once(once,
+                 [] { pthread_atfork(nullptr, nullptr, [] { fork_generation.fetch_add(1); }); });
+  return fork_generation.load(std::memory_order_relaxed);
+}
 constexpr uint64_t kMaxIoBytes = uint64_t{64} << 20;
 
 // What the IOs' callbacks reach: it outlives the Ring while IOs are in flight.
 struct RingState {
   std::mutex mu;
   std::condition_variable cv;
-  size_t in_flight = 0;              // guarded by mu
-  std::deque<RingCompletion> ready;  // guarded by mu
+  size_t in_flight = 0;  // guarded by mu
+  // Completed and not yet taken: a circular buffer of the ring's size (a ring never holds more
+  // IOs than that), so completing allocates nothing.
+  explicit RingState(uint32_t entries) : slots(entries) {}
+  std::vector<RingCompletion> slots;  // guarded by mu
+  size_t head = 0;                    // guarded by mu; the oldest
+  size_t count = 0;                   // guarded by mu
+  void Push(const RingCompletion& c) {
+    slots[(head + count) % slots.size()] = c;
+    ++count;
+  }
+  RingCompletion Pop() {
+    RingCompletion c = slots[head];
+    head = (head + 1) % slots.size();
+    --count;
+    return c;
+  }
   // Registered files: the ring's references. An unregistered one is kept here until its IOs
   // are done (each IO holds its own reference too).
   std::unordered_map<int32_t, std::shared_ptr<File>> files;  // guarded by mu
@@ -37,7 +65,14 @@ struct RingState {
   std::vector<std::shared_ptr<File>> retired;  // guarded by mu
   // The completions each waiter needs: a completion wakes waiters only when the fewest needed
   // are ready (one wake per batch of completions, not one per completion).
-  std::multiset<size_t> wants;  // guarded by mu
+  std::vector<size_t> wants;  // guarded by mu; one entry per waiter (few: no allocation after
+                              // the first)
+  size_t MinWant() const {
+    size_t m = SIZE_MAX;
+    for (size_t w : wants)
+      m = std::min(m, w);
+    return m;
+  }
   // Woken with a completion when the ring's end waits for the IOs in flight.
   bool draining = false;  // guarded by mu
 };
@@ -48,10 +83,11 @@ class RingImpl final : public Ring {
       : region_(std::move(region)),
         entries_(entries),
         pid_(getpid()),
-        state_(std::make_shared<RingState>()) {}
+        generation_(ForkGeneration()),
+        state_(std::make_shared<RingState>(entries)) {}
 
   ~RingImpl() override {
-    if (getpid() != pid_)
+    if (ForkGeneration() != generation_)
       return;                                  // a forked child: the IOs are the parent's
     std::vector<std::shared_ptr<File>> files;  // closed after the lock (declared first)
     std::unique_lock<std::mutex> lock(state_->mu);
@@ -110,7 +146,7 @@ class RingImpl final : public Ring {
         return Status::InvalidArgument("ring: IO without a file");
       }
       std::lock_guard<std::mutex> plock(prep_mu_);
-      if (prepared_.size() + state_->in_flight + state_->ready.size() >= entries_) {
+      if (prepared_.size() + state_->in_flight + state_->count >= entries_) {
         return Status::Busy(fmt::format(
             "ring: {} IOs held already (prepared, in flight or not yet waited for)", entries_));
       }
@@ -126,6 +162,7 @@ class RingImpl final : public Ring {
       std::lock_guard<std::mutex> lock(state_->mu);
       std::lock_guard<std::mutex> plock(prep_mu_);
       batch.swap(prepared_);
+      prepared_.swap(spare_);  // the capacity of an earlier batch
       state_->in_flight += batch.size();
     }
     for (Pending& p : batch) {
@@ -140,9 +177,9 @@ class RingImpl final : public Ring {
         std::lock_guard<std::mutex> lock(state->mu);
         if (file != nullptr)
           state->retired.push_back(std::move(file));
-        state->ready.push_back(c);
+        state->Push(c);
         --state->in_flight;
-        if ((!state->wants.empty() && state->ready.size() >= *state->wants.begin()) ||
+        if ((!state->wants.empty() && state->count >= state->MinWant()) ||
             (state->draining && state->in_flight == 0))
           state->cv.notify_all();
       };
@@ -152,38 +189,44 @@ class RingImpl final : public Ring {
         f->PreadAsync(at, p.io.len, p.io.offset, std::move(done));
       }
     }
-    return batch.size();
+    const size_t n = batch.size();
+    batch.clear();
+    {
+      std::lock_guard<std::mutex> plock(prep_mu_);
+      if (spare_.capacity() < batch.capacity())
+        spare_.swap(batch);
+    }
+    return n;
   }
 
   Result<size_t> Wait(std::span<RingCompletion> out, size_t min_complete, int timeout_ms) override {
     CIUIC_RETURN_IF_ERROR(CheckProcess());
     std::vector<std::shared_ptr<File>> retired;  // released after the lock (declared first)
     std::unique_lock<std::mutex> lock(state_->mu);
-    if (min_complete > out.size() || min_complete > state_->in_flight + state_->ready.size()) {
+    if (min_complete > out.size() || min_complete > state_->in_flight + state_->count) {
       return Status::InvalidArgument(fmt::format(
           "ring: waits for {} completions with room for {}, {} in flight and {} complete",
-          min_complete, out.size(), state_->in_flight, state_->ready.size()));
+          min_complete, out.size(), state_->in_flight, state_->count));
     }
-    auto enough = [&] { return state_->ready.size() >= min_complete; };
+    auto enough = [&] { return state_->count >= min_complete; };
     if (!enough()) {
-      auto want = state_->wants.insert(min_complete);
+      state_->wants.push_back(min_complete);
       bool ok = true;
       if (timeout_ms < 0) {
         state_->cv.wait(lock, enough);
       } else {
         ok = state_->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), enough);
       }
-      state_->wants.erase(want);
+      state_->wants.erase(std::find(state_->wants.begin(), state_->wants.end(), min_complete));
       if (!ok) {
         return Status::TimedOut(fmt::format("ring: {} of {} completions within {} ms",
-                                            state_->ready.size(), min_complete, timeout_ms));
+                                            state_->count, min_complete, timeout_ms));
       }
     }
     retired.swap(state_->retired);
     size_t n = 0;
-    while (n < out.size() && !state_->ready.empty()) {
-      out[n++] = state_->ready.front();
-      state_->ready.pop_front();
+    while (n < out.size() && state_->count > 0) {
+      out[n++] = state_->Pop();
     }
     return n;
   }
@@ -200,7 +243,7 @@ class RingImpl final : public Ring {
   }
   size_t ready() const override {
     std::lock_guard<std::mutex> lock(state_->mu);
-    return state_->ready.size();
+    return state_->count;
   }
 
  private:
@@ -210,7 +253,7 @@ class RingImpl final : public Ring {
   };
 
   Status CheckProcess() const {
-    if (getpid() != pid_) {
+    if (ForkGeneration() != generation_) {
       return Status::NotSupported(fmt::format(
           "ring made in process {} used in process {} (after fork, make a new client and ring)",
           pid_, getpid()));
@@ -221,9 +264,11 @@ class RingImpl final : public Ring {
   const std::shared_ptr<SharedMemory> region_;
   const uint32_t entries_;
   const pid_t pid_;
+  const uint64_t generation_;  // ForkGeneration() when made
   const std::shared_ptr<RingState> state_;
   mutable std::mutex prep_mu_;     // taken after state_->mu when both are held
   std::vector<Pending> prepared_;  // guarded by prep_mu_
+  std::vector<Pending> spare_;     // guarded by prep_mu_; an emptied batch kept for its capacity
 };
 
 }  // namespace
