@@ -248,8 +248,11 @@ Status RunSeqPhase(Target& t, const PhaseContext& ctx) {
       const double shm0 = ShmIos(t, write);
       const auto start = Clock::now();
       Status st = f->RingSequential(write, ring_bytes, o.block, 8, shared);
-      if (st.code() == StatusCode::kNotSupported)
-        return Status::OK();  // not ciuic: no ring rows
+      if (st.code() == StatusCode::kNotSupported) {
+        f->Close().IgnoreError();           // nothing was written
+        t.Unlink(ring_path).IgnoreError();  // cleanup: not ciuic, no ring rows
+        return Status::OK();
+      }
       if (st.ok() && write)
         st = f->Fsync();
       const double secs = Seconds(start, Clock::now());
