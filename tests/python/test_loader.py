@@ -479,6 +479,12 @@ def test_zero_copy_samples_stay_valid_until_dropped(fmt, shard_dataset):
                     assert isinstance(x, kinds[fmt])
                 held.append((x, label))
     assert len(held) == 2 * N
+    # Views alias the engine's buffers: no two held samples share an address (none was reused
+    # while held), and a second view of a sample is the same memory.
+    addr = (lambda x: x.data_ptr()) if fmt == "tensor" else (
+        lambda x: np.frombuffer(x, dtype=np.uint8).ctypes.data if len(x) else 0)
+    addrs = [addr(x) for x, _ in held if len(x)]
+    assert len(set(addrs)) == len(addrs)
     for x, label in held:  # every view still holds its own sample's bytes
         data = bytes(x.numpy()) if fmt == "tensor" else bytes(x)
         i = sample_id(data)

@@ -25,6 +25,8 @@ def test_shared_buffer_is_viewed_without_copies(client):
     torch = pytest.importorskip("torch")
     t = torch.frombuffer(buf, dtype=torch.float32)
     assert t.numel() == (1 << 20) // 4
+    # Both alias the region itself: the same address, no copy.
+    assert t.data_ptr() == a.ctypes.data == np.frombuffer(buf, dtype=np.uint8).ctypes.data
     t[1] = 2.5
     assert np.frombuffer(buf, dtype=np.float32)[1] == 2.5
 
