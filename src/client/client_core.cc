@@ -22,6 +22,10 @@ namespace {
 
 // Threads of the pool that runs blocking work for the data path (connects, map refreshes).
 constexpr size_t kPoolThreads = 2;
+// Connects, OST map and capability refreshes: what every OST call may wait on. Their own pool,
+// so blocking work on pool_ that waits for OST calls (a restore, an instantiation) can never
+// take every thread those calls need.
+constexpr size_t kCtlPoolThreads = 2;
 constexpr size_t kPoolQueue = 4096;
 // Threads serving asynchronous reads through the node cache: each may wait on the local disk,
 // on another process's fill of a block, or on the OSTs for a miss.
@@ -143,6 +147,7 @@ Status ClientCore::Init() {
   loop_ = std::make_unique<net::EventLoop>(options_.io_threads);
   timers_ = std::make_unique<TimerQueue>();
   pool_ = std::make_unique<ThreadPool>(kPoolThreads, kPoolQueue, "client");
+  ctl_pool_ = std::make_unique<ThreadPool>(kCtlPoolThreads, kPoolQueue, "client-ctl");
   OpenNodeCache();
 
   {
@@ -282,6 +287,9 @@ void ClientCore::Shutdown() {
     cache_pool_->Stop();
   if (pool_)
     pool_->Stop();
+  // After pool_: its tasks may still wait on OST calls that wait on a connect.
+  if (ctl_pool_)
+    ctl_pool_->Stop();
   std::vector<std::shared_ptr<net::RpcChannel>> chans;
   std::vector<std::shared_ptr<OstCall>> orphans;
   {
@@ -626,7 +634,7 @@ void ClientCore::RefreshChainsSoon() {
     chains_refreshing_ = true;
     chains_refreshed_ms_ = now;
   }
-  bool queued = pool_->TrySubmit([this] {
+  bool queued = ctl_pool_->TrySubmit([this] {
     RefreshOstMap().status().IgnoreError();  // the retry reports what is still wrong
     std::lock_guard<std::mutex> lock(ost_mu_);
     chains_refreshing_ = false;
@@ -749,7 +757,7 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
         return;
       map_refreshing_ = true;
       lock.unlock();
-      bool queued = pool_->TrySubmit([this] {
+      bool queued = ctl_pool_->TrySubmit([this] {
         auto r = RefreshOstMap();
         std::vector<std::shared_ptr<OstCall>> calls;
         {
@@ -805,7 +813,7 @@ void ClientCore::Dispatch(std::shared_ptr<OstCall> call) {
       conn.connecting = true;
       addr = it->second;
       lock.unlock();
-      if (!pool_->TrySubmit([this, addr] { ConnectOss(addr); })) {
+      if (!ctl_pool_->TrySubmit([this, addr] { ConnectOss(addr); })) {
         std::vector<std::shared_ptr<OstCall>> calls;
         {
           std::lock_guard<std::mutex> l(ost_mu_);
@@ -1057,7 +1065,7 @@ void ClientCore::OnCallDone(std::shared_ptr<OstCall> call,
     call->cap_refreshed = true;
     const Fid fid = CallFid(*call);
     auto c = call;
-    if (fid.valid() && pool_->TrySubmit([this, c, fid] {
+    if (fid.valid() && ctl_pool_->TrySubmit([this, c, fid] {
           pb::GetAttrReq req;
           net::ToPb(fid, req.mutable_fid());
           pb::GetAttrResp resp;

@@ -1,8 +1,10 @@
 // ClientCore: the connection machinery shared by a Client and its open Files.
 //
 // Owns the event loop (network threads), the MDS channel and session (lease renewed in the
-// background), the OST map and one channel per OSS address, a timer thread for retry backoff and
-// a small pool for blocking work (connects, map refreshes, MDS calls an async path needs).
+// background), the OST map and one channel per OSS address, a timer thread for retry backoff, a
+// small pool for blocking work (MDS calls an async path needs, restores) and a separate one for
+// what OST calls themselves wait on (connects, map and capability refreshes), so blocking work
+// that waits for OST calls cannot starve them.
 //
 // MDS calls are blocking (user or pool threads only): they carry a ReqCtx with the session, a
 // per-session mutation sequence (reused by retries so the MDS reply cache dedups) and the
@@ -346,6 +348,8 @@ class ClientCore {
   std::unique_ptr<net::EventLoop> loop_;
   std::unique_ptr<TimerQueue> timers_;
   std::unique_ptr<ThreadPool> pool_;
+  // Connects and map / capability refreshes only: never waits on an OST call.
+  std::unique_ptr<ThreadPool> ctl_pool_;
 
   std::mutex closes_mu_;
   std::vector<pb::CloseReq> deferred_closes_;  // CIUIC_GUARDED_BY(closes_mu_)

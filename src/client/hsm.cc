@@ -167,12 +167,14 @@ Status RunObjects(ClientCore* core,
 
 // The end of a restore by extents: waits (asynchronously) for every object's restore to end on
 // its OSS, then records the outcome with HsmEnd (token `token`; 0 for a reader that joined:
-// success only). Nothing blocks a thread while the OSSes work; the HsmEnd runs on the pool.
+// success only, naming the archived `version` the objects came back from; 0 for a data
+// repository's file). Nothing blocks a thread while the OSSes work; the HsmEnd runs on the pool.
 void EndRestoreWhenDone(ClientCore* core,
                         const Fid& fid,
                         const std::string& name,
                         const std::vector<ObjRef>& objs,
                         uint64_t token,
+                        uint64_t version,
                         uint64_t file_size) {
   struct State {
     std::mutex mu;
@@ -181,7 +183,7 @@ void EndRestoreWhenDone(ClientCore* core,
   };
   auto state = std::make_shared<State>();
   state->left = objs.size();
-  auto end = [core, fid, name, token, state] {
+  auto end = [core, fid, name, token, version, state] {
     Status st;
     {
       std::lock_guard<std::mutex> lock(state->mu);
@@ -191,6 +193,8 @@ void EndRestoreWhenDone(ClientCore* core,
     net::ToPb(fid, req.mutable_fid());
     req.set_op(kOpRestore);
     req.set_token(token);
+    if (token == 0)
+      req.set_version(version);
     req.set_failed(!st.ok());
     // A bad or missing copy makes the file lost; an OSS that lost track of the restore (it
     // restarted) leaves it released, for the next reader to restore.
@@ -283,6 +287,8 @@ Status HsmRunFid(
     net::ToPb(fid, req.mutable_fid());
     req.set_op(op);
     req.set_token(begin.token());
+    if (op == kOpRestore && begin.token() == 0 && begin.record().source_key().empty())
+      req.set_version(begin.record().archived_version());
     req.set_failed(failed);
     req.set_copy_bad(copy_bad);
     req.set_backend(backend);
@@ -324,7 +330,8 @@ Status HsmRunFid(
       }
     }
     if (copied.ok()) {
-      EndRestoreWhenDone(core, fid, name, objs, begin.token(), size);
+      EndRestoreWhenDone(core, fid, name, objs, begin.token(),
+                         source != nullptr ? 0 : begin.record().archived_version(), size);
       return Status::OK();
     }
     if (join) {

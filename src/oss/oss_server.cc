@@ -890,7 +890,9 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
       return answer(*r);
     Result<ObjStat> st = store->Stat(obj);
     if (st.ok() && !st->exists) {
-      st = Status::NotFound(
+      // Aborted, not NotFound: the copy in the cold tier is fine (a restart cut the restore
+      // short); the MDS marks a file lost only for a bad or missing copy.
+      st = Status::Aborted(
           fmt::format("OST {} object {}: no restore of it is in progress here (was the OSS "
                       "restarted?); open the file again to restore it",
                       store->index(), obj.FileName()));

@@ -18,7 +18,9 @@
 #include <gtest/gtest.h>
 
 #include "ciuic/client.h"
+#include "client/client_core.h"
 #include "common/fault.h"
+#include "net/pb_convert.h"
 #include "testing/mini_cluster.h"
 #include "tests/integration/test_util.h"
 
@@ -241,6 +243,69 @@ TEST(ClientFailureTest, StoppedOssFailsWithinTheRetryBoundNamingTheOstAndRecover
   EXPECT_TRUE(result.ok()) << result.ToString();
   ASSERT_TRUE((*f)->Close().ok());
   EXPECT_TRUE(c->ReadFile("/ha").value_or("") == fresh);
+}
+
+// Blocking work on the client's pool (a reader's restore, an instantiation) waits for OST
+// calls. Those calls must never need a pool thread themselves: a client with no OSS
+// connection yet, whose pool threads all wait on reads, still connects and completes them.
+// (Connects queued behind the waiters on one pool once deadlocked a restore whose OSSes
+// restarted.)
+TEST(ClientFailureTest, PoolThreadsWaitingOnOstCallsDoNotStarveTheirConnects) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  auto c = Connect(cluster.get());
+  ASSERT_TRUE(c);
+  const FileLayout layout = Striped(4, 64 << 10);
+  OpenOptions oo;
+  oo.layout = &layout;
+  const std::string data = Pattern(256 << 10, 9);
+  {
+    auto f = c->Open("/p", O_CREAT | O_WRONLY, 0644, oo);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Pwrite(data.data(), data.size(), 0).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  auto st = c->Stat("/p");
+  ASSERT_TRUE(st.ok());
+  ClientOptions o;
+  o.uid = 0;
+  o.gid = 0;
+  o.cluster_file = cluster->cluster_file();
+  auto core = client::ClientCore::Create(o);
+  ASSERT_TRUE(core.ok()) << core.status().ToString();
+  // More waiters than pool threads, each reading every stripe object from every OST.
+  constexpr int kWaiters = 8;
+  std::vector<std::promise<Status>> results(kWaiters);
+  std::vector<std::future<Status>> got;
+  for (int w = 0; w < kWaiters; ++w) {
+    got.push_back(results[w].get_future());
+    ASSERT_TRUE((*core)->pool().TrySubmit([&, w] {
+      std::vector<std::shared_ptr<client::OstCall>> calls;
+      for (uint32_t s = 0; s < 4; ++s) {
+        for (uint32_t ost = 0; ost < static_cast<uint32_t>(cluster->num_osts()); ++ost) {
+          auto call = std::make_shared<client::OstCall>();
+          call->type = net::MsgType::kRead;
+          call->ost = ost;
+          auto req = std::make_unique<pb::ReadReq>();
+          req->set_ost(ost);
+          net::ToPb(Fid{st->ino, st->fid_mds, st->fid_ver}, req->mutable_obj()->mutable_fid());
+          req->mutable_obj()->set_comp(1);
+          req->mutable_obj()->set_stripe(s);
+          req->set_length(64 << 10);
+          call->req = std::move(req);
+          calls.push_back(std::move(call));
+        }
+      }
+      results[w].set_value((*core)->OstCallAll(std::move(calls)));
+    }));
+  }
+  for (int w = 0; w < kWaiters; ++w) {
+    // Generous: this catches a deadlock, not slowness.
+    ASSERT_EQ(got[w].wait_for(std::chrono::seconds(120)), std::future_status::ready) << w;
+    Status r = got[w].get();
+    EXPECT_TRUE(r.ok()) << r.ToString();
+  }
+  (*core)->Shutdown();
 }
 
 TEST(ClientFailureTest, MdsRestartKeepsNamespaceAndFsyncedDataSurvivesRestarts) {

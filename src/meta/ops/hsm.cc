@@ -225,10 +225,20 @@ Status MetaService::Apply(Txn& t, const pb::HsmEndReq& req, pb::HsmEndResp* resp
     CIUIC_RETURN_IF_ERROR(CheckAccess(rec.attr(), req.ctx(), kMayRead, "file"));
     std::lock_guard<std::mutex> lock(hsm_mu_);
     auto it = hsm_busy_.find(fid);
-    if (it == hsm_busy_.end() || it->second.op != kOpRestore) {
+    if (it != hsm_busy_.end() && it->second.op == kOpRestore) {
+      hsm_busy_.erase(it);
+    } else if (it != hsm_busy_.end() || req.version() == 0) {
       return Status::Stale("no HSM restore of this file is in progress (ended already?)");
+    } else {
+      // Ended by its beginner as failed (its wait lost an OSS that restarted) while this
+      // reader's restore went on and saw every object whole: still whole if nothing changed.
+      pb::HsmRecord hsm;
+      CIUIC_RETURN_IF_ERROR(LoadHsm(t, fid, &hsm));
+      if (!rec.attr().hsm_released() || hsm.state() != kStateReleased ||
+          hsm.archived_version() != req.version()) {
+        return Status::Stale("no HSM restore of this file is in progress (ended already?)");
+      }
     }
-    hsm_busy_.erase(it);
   } else {
     std::lock_guard<std::mutex> lock(hsm_mu_);
     auto it = hsm_busy_.find(fid);
