@@ -178,11 +178,16 @@ struct TensorToLoad {
   int64_t row_begin = 0;
   int64_t row_end = -1;
   bool upcast_fp32 = false;  // return fp16/bf16-stored tensors as fp32
+  // `dst` is GPU memory: each chunk is read and verified (and upcast) on the host, then copied
+  // to the device through pinned staging on two streams (cuda::DeviceCopier); no host tensor
+  // is ever made. Needs a CUDA runtime (include/ciuic/cuda.h), else kNotSupported.
+  bool dst_on_device = false;
 };
 
 struct LoadOptions {
   int max_inflight = 32;
   int convert_threads = 1;
+  size_t device_chunk_bytes = 8u << 20;  // staging per stream for device destinations
 };
 
 // Reads tensors of the checkpoint with manifest `m` (from ReadManifest) straight into the callers'

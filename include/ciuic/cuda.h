@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ciuic/client.h"
@@ -38,5 +39,32 @@ Result<size_t> ReadToDevice(Client& client,
                             size_t len,
                             void* device_ptr,
                             const DeviceReadOptions& options = {});
+
+// Copies host memory to device memory through two pinned staging buffers of its own and two
+// streams: the copy of one piece overlaps the staging of the next. For bytes that are on the
+// host already and must be checked or converted before they go to the device (a checkpoint
+// load verifies every chunk's checksum and may widen fp16 to fp32). Each byte is copied once
+// on the host (into pinned memory) and once over the bus. One thread drives a copier.
+class DeviceCopier {
+ public:
+  // kNotSupported when no CUDA runtime loads; kIoError when pinning or a stream fails.
+  static Result<std::unique_ptr<DeviceCopier>> Create(size_t chunk_bytes = 8u << 20);
+  ~DeviceCopier();  // waits for the copies in flight
+  DeviceCopier(const DeviceCopier&) = delete;
+  DeviceCopier& operator=(const DeviceCopier&) = delete;
+
+  // Copies `n` bytes from `src` (host) to `dst` (device). Returns once `src` may be reused; the
+  // last pieces may still be on their way to the device: Finish waits for them.
+  Status Copy(void* dst, const void* src, size_t n);
+  // Waits for every copy; returns the first error of a stream.
+  Status Finish();
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  struct Impl;
+  explicit DeviceCopier(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  uint64_t bytes_ = 0;
+};
 
 }  // namespace ciuic::cuda

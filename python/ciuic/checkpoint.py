@@ -542,16 +542,48 @@ def _fits(x, out_dtype, shape):
     return x.numpy()
 
 
+def _cuda_target(map_location):
+    """The torch.device to load straight into when `map_location` names a CUDA device and ciuic
+    can load a CUDA runtime (ciuic.cuda_available()); else None (load on the CPU, then .to)."""
+    if map_location is None or str(map_location) == "cpu":
+        return None
+    torch = _torch()
+    try:
+        dev = torch.device(map_location)
+    except (TypeError, RuntimeError):
+        return None  # a callable or a dict: torch's own meaning, applied after the load
+    if dev.type != "cuda" or not _ciuic.cuda_available()[0]:
+        return None
+    return dev
+
+
+def _device_empty(name, shape, device):
+    """A new tensor of dtype `name` in `device`'s memory."""
+    torch = _torch()
+    return torch.empty(shape, dtype=getattr(torch, name), device=device)
+
+
+def _fits_device(x, out_dtype, shape, device):
+    """Whether tensor `x` can receive a tensor in place on `device`."""
+    return (x is not None and not isinstance(x, np.ndarray) and getattr(x, "is_cuda", False)
+            and str(x.dtype).replace("torch.", "") == out_dtype and list(x.shape) == shape
+            and (device.index is None or x.device.index == device.index)
+            and x.is_contiguous() and not x.requires_grad)
+
+
 def load(path, map_location=None, keys=None, client=None, upcast=False, shard=None,
          allow_pickle=False, out=None):
     """Load checkpoint `path` (or the one `path/latest` names) as the nested structure it was
     saved from. keys: tensor-name prefixes to load ("model", "optim/state/0"); None: all.
     upcast: return float16/bfloat16-stored tensors as float32. shard=(rank, world): Dim0Shard
     tensors come back as this rank's even split along dimension 0 (other world sizes welcome);
-    otherwise whole. map_location: device for the tensors (default: cpu). out: a nested structure
-    (e.g. the state dict being resumed) whose tensors of the same name, shape and dtype
-    (contiguous, on the CPU, not requiring grad) receive the data in place and are returned;
-    saves allocating and page-faulting new memory."""
+    otherwise whole. map_location: device for the tensors (default: cpu); a CUDA device gets
+    each tensor straight from storage (verified and converted in pinned staging memory, no CPU
+    tensor made) when ciuic can load a CUDA runtime (ciuic.cuda_available()), else the tensors
+    are loaded on the CPU and moved. out: a nested structure (e.g. the state dict being
+    resumed) whose tensors of the same name, shape and dtype (contiguous, on the CPU or on the
+    map_location device, not requiring grad) receive the data in place and are returned; saves
+    allocating and page-faulting new memory."""
     cl = _client(client)
     m = _ciuic.checkpoint_manifest(cl, path)
     extra = json.loads(m.extra_json) if m.extra_json else None
@@ -569,6 +601,8 @@ def load(path, map_location=None, keys=None, client=None, upcast=False, shard=No
                        or not name for k in prefixes)
     wanted = {}
     requests = []
+    on_device = set()
+    device = _cuda_target(map_location)
     out_map = _leaves(out, [], {}) if out is not None else {}
     for info in m.tensors():
         name = info["name"]
@@ -588,17 +622,26 @@ def load(path, map_location=None, keys=None, client=None, upcast=False, shard=No
             begin, end = _split(shape[0], shard[0], shard[1])
             shape[0] = end - begin
         target = out_map.get(name)
+        widen = out_dtype.endswith("float32") and stored != "float32"
+        if device is not None and not node.get("numpy"):
+            obj = (target if _fits_device(target, out_dtype, shape, device)
+                   else _device_empty(out_dtype, shape, device))
+            requests.append((name, (obj.data_ptr(), obj.numel() * obj.element_size()), begin,
+                             end, widen))
+            wanted[name] = obj
+            on_device.add(name)
+            continue
         view = _fits(target, out_dtype, shape) if target is not None else None
         if view is not None:
             obj = target
         else:
             obj, view = _empty(out_dtype, shape, node.get("numpy"))
         flat_view = view.reshape(-1).view(np.uint8) if view.size else view.view(np.uint8)
-        requests.append((name, flat_view, begin, end, out_dtype.endswith("float32")
-                         and stored != "float32"))
+        requests.append((name, flat_view, begin, end, widen))
         wanted[name] = obj
     _ciuic.checkpoint_load(cl, m, requests)
     if map_location is not None and str(map_location) != "cpu":
-        wanted = {k: (v.to(map_location) if not isinstance(v, np.ndarray) else v)
+        wanted = {k: (v.to(map_location) if not isinstance(v, np.ndarray) and k not in on_device
+                      else v)
                   for k, v in wanted.items()}
     return _unflatten(tree, wanted, allow_pickle, (), select)

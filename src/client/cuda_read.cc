@@ -2,8 +2,10 @@
 // memory shared with the OSSes, and two streams so the copy of one chunk overlaps the read of
 // the next.
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -231,6 +233,99 @@ Result<size_t> ReadToDevice(Client& client,
   if (!err.ok())
     return err;
   return done;
+}
+
+struct DeviceCopier::Impl {
+  const Runtime* rt = nullptr;
+  size_t chunk = 0;
+  uint8_t* mem = nullptr;  // 2 * chunk, mmap'd and pinned
+  bool registered = false;
+  CudaStream streams[2] = {nullptr, nullptr};
+  bool busy[2] = {false, false};  // a copy out of slot k may still run on stream k
+  int next = 0;
+
+  ~Impl() {
+    for (int k = 0; k < 2; ++k) {
+      if (busy[k])
+        rt->stream_synchronize(streams[k]);
+      if (streams[k] != nullptr)
+        rt->stream_destroy(streams[k]);
+    }
+    if (registered)
+      rt->host_unregister(mem);
+    if (mem != nullptr)
+      munmap(mem, 2 * chunk);
+  }
+
+  Status Sync(int k) {
+    if (!busy[k])
+      return Status::OK();
+    busy[k] = false;
+    return rt->Check(rt->stream_synchronize(streams[k]), "cudaStreamSynchronize");
+  }
+};
+
+DeviceCopier::DeviceCopier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DeviceCopier::~DeviceCopier() = default;
+
+Result<std::unique_ptr<DeviceCopier>> DeviceCopier::Create(size_t chunk_bytes) {
+  std::string why;
+  const Runtime* rt = LoadRuntime(&why);
+  if (rt == nullptr)
+    return Status::NotSupported(why);
+  if (chunk_bytes == 0 || chunk_bytes % 4096 != 0 || chunk_bytes > (64u << 20)) {
+    return Status::InvalidArgument(fmt::format(
+        "device copy: chunk of {} bytes (a multiple of 4 KiB up to 64 MiB)", chunk_bytes));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->rt = rt;
+  impl->chunk = chunk_bytes;
+  void* m =
+      mmap(nullptr, 2 * chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED)
+    return Status::NoSpace(
+        fmt::format("device copy: no memory for {} bytes of staging", 2 * chunk_bytes));
+  impl->mem = static_cast<uint8_t*>(m);
+  CIUIC_RETURN_IF_ERROR(rt->Check(rt->host_register(m, 2 * chunk_bytes, kHostRegisterDefault),
+                                  "cudaHostRegister of the staging memory"));
+  impl->registered = true;
+  for (CudaStream& s : impl->streams)
+    CIUIC_RETURN_IF_ERROR(rt->Check(rt->stream_create(&s), "cudaStreamCreate"));
+  return std::unique_ptr<DeviceCopier>(new DeviceCopier(std::move(impl)));
+}
+
+Status DeviceCopier::Copy(void* dst, const void* src, size_t n) {
+  Impl& d = *impl_;
+  const auto* from = static_cast<const uint8_t*>(src);
+  auto* to = static_cast<uint8_t*>(dst);
+  while (n > 0) {
+    const int k = d.next;
+    d.next ^= 1;
+    // The slot is reused only after its last copy to the device finished.
+    CIUIC_RETURN_IF_ERROR(d.Sync(k));
+    const size_t piece = std::min(n, d.chunk);
+    uint8_t* slot = d.mem + static_cast<size_t>(k) * d.chunk;
+    std::memcpy(slot, from, piece);
+    CIUIC_RETURN_IF_ERROR(d.rt->Check(
+        d.rt->memcpy_async(to, slot, piece, kMemcpyHostToDevice, d.streams[k]), "cudaMemcpyAsync"));
+    d.busy[k] = true;
+    bytes_ += piece;
+    from += piece;
+    to += piece;
+    n -= piece;
+  }
+  return Status::OK();
+}
+
+Status DeviceCopier::Finish() {
+  Status first;
+  for (int k = 0; k < 2; ++k) {
+    Status s = impl_->Sync(k);
+    if (first.ok())
+      first = s;
+  }
+  return first;
 }
 
 }  // namespace ciuic::cuda

@@ -233,16 +233,26 @@ void RegisterCheckpoint(py::module_& m) {
   m.def(
       "checkpoint_load",
       [](PyClient& c, const ck::Manifest& mf, const py::list& requests) {
-        // requests: list of (name, writable buffer, row_begin, row_end, upcast_fp32)
+        // requests: list of (name, destination, row_begin, row_end, upcast_fp32); the
+        // destination is a writable buffer, or (device pointer, bytes) for GPU memory.
         std::vector<std::unique_ptr<BufferView>> views;
         std::vector<ck::TensorToLoad> loads;
         for (auto item : requests) {
           auto t = item.cast<py::tuple>();
-          views.push_back(std::make_unique<BufferView>(t[1], true));
           ck::TensorToLoad l;
           l.name = t[0].cast<std::string>();
-          l.dst = views.back()->data();
-          l.dst_len = views.back()->size();
+          if (py::isinstance<py::tuple>(t[1])) {
+            auto dev = t[1].cast<py::tuple>();
+            if (dev.size() != 2)
+              throw py::value_error("a device destination is (device pointer, bytes)");
+            l.dst = reinterpret_cast<void*>(dev[0].cast<uintptr_t>());
+            l.dst_len = dev[1].cast<size_t>();
+            l.dst_on_device = true;
+          } else {
+            views.push_back(std::make_unique<BufferView>(t[1], true));
+            l.dst = views.back()->data();
+            l.dst_len = views.back()->size();
+          }
           l.row_begin = t[2].cast<int64_t>();
           l.row_end = t[3].cast<int64_t>();
           l.upcast_fp32 = t[4].cast<bool>();

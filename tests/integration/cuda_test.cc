@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ciuic/checkpoint.h"
 #include "ciuic/client.h"
 #include "testing/mini_cluster.h"
 #include "tests/integration/test_util.h"
@@ -103,6 +104,105 @@ TEST_F(CudaTest, ReadsReachTheDeviceThroughPinnedSharedMemory) {
   ro.chunk_bytes = 1000;
   EXPECT_EQ(cuda::ReadToDevice(**c, **f, 0, 4096, device.data(), ro).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// checkpoint::Load with device destinations (map_location='cuda' in Python): every chunk is
+// verified and, when asked, widened on the host, then copied from pinned staging to the
+// "device". The bytes equal a host load's, slices and upcasts included, and a bad chunk or a
+// failed copy is an error naming the tensor.
+TEST_F(CudaTest, CheckpointLoadsStraightToTheDevice) {
+  ASSERT_TRUE(cuda::Available());  // loads the fake, which FakeStats finds loaded
+  auto cluster = MiniCluster::Start({});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  auto c = (*cluster)->NewClient();
+  ASSERT_TRUE(c.ok());
+  std::vector<float> w((3u << 18) + 3);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = static_cast<float>(i % 1000) * 0.37f - 100.0f;
+  std::vector<int64_t> steps(100 * 50);
+  for (size_t i = 0; i < steps.size(); ++i)
+    steps[i] = static_cast<int64_t>(i * 7919);
+  auto spec = [](const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+                 const void* data) {
+    checkpoint::TensorToSave t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.data = data;
+    t.nbytes = 1;
+    for (int64_t d : t.shape)
+      t.nbytes *= static_cast<size_t>(d);
+    t.nbytes *= checkpoint::DTypeSize(dtype);
+    return t;
+  };
+  checkpoint::SaveOptions so;
+  so.chunk_bytes = 1 << 20;
+  so.convert = {{"model.*", checkpoint::HalfKind::kBFloat16}};
+  const int64_t n = static_cast<int64_t>(w.size());
+  ASSERT_TRUE(checkpoint::Save(
+                  **c, "/ck/1",
+                  {spec("w", "float32", {n}, w.data()), spec("model.h", "float32", {n}, w.data()),
+                   spec("steps", "int64", {100, 50}, steps.data())},
+                  so)
+                  .ok());
+  auto m = checkpoint::ReadManifest(**c, "/ck/1");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+
+  // The host's load, to compare with.
+  std::vector<float> host_h(w.size());
+  std::vector<int64_t> host_rows(50 * 50);
+  checkpoint::TensorToLoad hh{"model.h", host_h.data(), host_h.size() * 4};
+  hh.upcast_fp32 = true;
+  checkpoint::TensorToLoad hr{"steps", host_rows.data(), host_rows.size() * 8, 10, 60};
+  ASSERT_TRUE(checkpoint::Load(**c, *m, {hh, hr}).ok());
+
+  std::vector<float> dev_w(w.size()), dev_h(w.size());
+  std::vector<int64_t> dev_rows(50 * 50);
+  auto device_loads = [&] {
+    checkpoint::TensorToLoad a{"w", dev_w.data(), dev_w.size() * 4};
+    checkpoint::TensorToLoad b{"model.h", dev_h.data(), dev_h.size() * 4};
+    b.upcast_fp32 = true;
+    checkpoint::TensorToLoad r{"steps", dev_rows.data(), dev_rows.size() * 8, 10, 60};
+    for (auto* t : {&a, &b, &r})
+      t->dst_on_device = true;
+    return std::vector<checkpoint::TensorToLoad>{a, b, r};
+  };
+  checkpoint::LoadOptions lo;
+  lo.device_chunk_bytes = 256 << 10;  // several pieces per stored chunk, two streams in turn
+  const Stats s0 = FakeStats();
+  Status st = checkpoint::Load(**c, *m, device_loads(), lo);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const Stats s1 = FakeStats();
+  EXPECT_EQ(dev_w, w);
+  EXPECT_EQ(dev_h, host_h);
+  EXPECT_EQ(dev_rows, host_rows);
+  EXPECT_EQ(std::vector<int64_t>(steps.begin() + 500, steps.begin() + 3000), dev_rows);
+  EXPECT_EQ(s1.bytes - s0.bytes, (dev_w.size() + dev_h.size()) * 4 + dev_rows.size() * 8);
+  EXPECT_EQ(s1.unpinned, 0u);  // every copy from pinned staging
+  EXPECT_GT(s1.copies - s0.copies, 3u * 4);
+
+  // A failed copy: an error naming CUDA's reason and the tensor.
+  setenv("FAKE_CUDART_FAIL_COPY", std::to_string(FakeStats().copies + 3).c_str(), 1);
+  st = checkpoint::Load(**c, *m, device_loads(), lo);
+  unsetenv("FAKE_CUDART_FAIL_COPY");
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+  EXPECT_NE(st.message().find("cudaMemcpyAsync"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("tensor '"), std::string::npos) << st.ToString();
+
+  // A flipped byte fails the load naming the tensor, before anything of it is trusted.
+  const checkpoint::ShardInfo& sh = m->Find("w")->shards[0];
+  {
+    auto f = (*c)->Open("/ck/1/" + sh.file, O_RDWR, 0);
+    ASSERT_TRUE(f.ok());
+    char byte = 0;
+    ASSERT_TRUE((*f)->Pread(&byte, 1, sh.offset + 4321).ok());
+    byte ^= 0x10;
+    ASSERT_TRUE((*f)->Pwrite(&byte, 1, sh.offset + 4321).ok());
+    ASSERT_TRUE((*f)->Close().ok());
+  }
+  st = checkpoint::Load(**c, *m, device_loads(), lo);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.ToString();
+  EXPECT_NE(st.message().find("'w'"), std::string::npos) << st.ToString();
 }
 
 // Without a CUDA runtime everything else works and a device read is a clear error (in a fresh

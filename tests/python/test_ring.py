@@ -167,3 +167,63 @@ def test_read_into_a_device_through_the_cuda_runtime(cluster_file, cluster_dir, 
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert ("device ok" if runtime == "fake" else "absent ok") in r.stdout
+
+
+CHECKPOINT_CUDA_SCRIPT = r"""
+import os, sys, numpy as np, torch, ciuic
+import ciuic.checkpoint as ck
+fs = ciuic.connect(sys.argv[1])
+path = sys.argv[2]
+g = torch.Generator().manual_seed(3)
+state = {"model": {"w": torch.randn(300000, generator=g),
+                   "b": torch.randn(64, 33, generator=g).to(torch.bfloat16)},
+         "steps": torch.arange(1000, dtype=torch.int64), "np": np.arange(10), "epoch": 4}
+ck.save(state, path, client=fs)
+if os.environ["CIUIC_CUDART"].startswith("/nonexistent"):
+    # No runtime ciuic can load: map_location keeps torch's meaning (load, then .to).
+    assert ck._cuda_target("cuda") is None
+    assert ck._cuda_target("cpu") is None
+    print("absent ok")
+    sys.exit(0)
+assert ck._cuda_target("cuda:1") == torch.device("cuda:1")
+assert ck._cuda_target("cpu") is None
+# This torch may have no CUDA: "device memory" comes from the test, as the fake runtime treats
+# host memory as device memory. Each tensor is made here and filled by the device path.
+made = []
+def device_empty(name, shape, device):
+    assert device.type == "cuda"
+    t = torch.full(shape, 7, dtype=getattr(torch, name))
+    made.append(t)
+    return t
+ck._device_empty = device_empty
+got = ck.load(path, map_location="cuda", client=fs)
+assert len(made) == 3, len(made)
+assert any(got["model"]["w"] is t for t in made)
+assert torch.equal(got["model"]["w"], state["model"]["w"])
+assert torch.equal(got["model"]["b"], state["model"]["b"])
+assert torch.equal(got["steps"], state["steps"])
+assert isinstance(got["np"], np.ndarray) and np.array_equal(got["np"], state["np"])
+assert got["epoch"] == 4
+made.clear()
+up = ck.load(path, map_location=torch.device("cuda", 0), client=fs, upcast=True,
+             keys=["model/b"])
+assert len(made) == 1 and up["model"]["b"].dtype == torch.float32
+assert torch.equal(up["model"]["b"], state["model"]["b"].float())
+print("device ok")
+"""
+
+
+@pytest.mark.parametrize("runtime", ["fake", "absent"])
+def test_checkpoint_loads_straight_to_a_device(cluster_file, cluster_dir, runtime):
+    import subprocess
+    import sys
+    pytest.importorskip("torch")
+    fake = os.environ.get("CIUIC_FAKE_CUDART")
+    if runtime == "fake" and not fake:
+        pytest.skip("CIUIC_FAKE_CUDART not set (ctest sets it to tests/cuda's fake runtime)")
+    env = dict(os.environ, CIUIC_CUDART=fake if runtime == "fake" else "/nonexistent/cudart.so")
+    r = subprocess.run([sys.executable, "-c", CHECKPOINT_CUDA_SCRIPT, cluster_file,
+                        f"{cluster_dir}/ck"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ("device ok" if runtime == "fake" else "absent ok") in r.stdout
