@@ -314,13 +314,26 @@ Status HsmRunFid(
   const bool join = op == kOpRestore && begin.token() == 0;
   if (op == kOpRestore && (background || join)) {
     // Restore by extents: every OSS starts (or joins) its objects' restores first.
-    copied = source != nullptr
+    auto start_all = [&] {
+      return source != nullptr
                  ? RunObjects(core, objs, kObjRepoRestoreStart, 0, nullptr, source, size)
                  : RunObjects(core, objs, kObjRestoreStart, begin.record().archived_version(),
                               nullptr, nullptr, size);
+    };
+    copied = start_all();
     if (copied.ok() && !background) {
-      // A joiner that needs the whole file; it may record the end itself.
-      copied = RunObjects(core, objs, kObjRestoreWait, 0, nullptr, nullptr, size);
+      // A joiner that needs the whole file; it may record the end itself. An OSS that lost
+      // track of a restore between the start and the wait (it restarted: kAborted) starts it
+      // again; a copy that is bad stays an error.
+      for (int attempt = 0;; ++attempt) {
+        copied = RunObjects(core, objs, kObjRestoreWait, 0, nullptr, nullptr, size);
+        if (copied.code() != StatusCode::kAborted || attempt == 3)
+          break;
+        LOG_INFO("{}: an OSS lost the restore ({}); starting it again", name, copied.ToString());
+        copied = start_all();
+        if (!copied.ok())
+          break;
+      }
       if (copied.ok()) {
         pb::HsmEndResp resp;
         Status e = end(false, false, "", &resp);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ciuic.pb.h"
+#include "common/fault.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/time_util.h"
@@ -882,6 +883,9 @@ void OssServer::HandleHsmObj(net::ServerCall call) {
     c->Reply(resp);
   };
   if (op == kHsmRestoreWait) {
+    // Tests: the answer of an OSS that restarted between a reader's start and its wait.
+    if (Status f = CIUIC_FAULT("oss.hsm.restore_wait"); !f.ok())
+      return answer(f);
     // The outcome of the object's restore: in progress, ended lately, or (the OSS restarted
     // meanwhile) whatever the OST holds now: an object there is a complete one.
     if (auto f = mover_->fills().Find(store->index(), obj))

@@ -17,6 +17,7 @@
 
 #include "ciuic/client.h"
 #include "client/client_core.h"
+#include "common/fault.h"
 #include "common/fid.h"
 #include "net/pb_convert.h"
 #include "objstore/object_store_factory.h"
@@ -463,6 +464,39 @@ TEST_F(HsmProtocolTest, AWaitNoOssKnowsIsAbortedNotACopyMissing) {
   EXPECT_EQ(w.code(), StatusCode::kAborted) << w.ToString();
   ASSERT_TRUE(End(begin->token(), /*failed=*/true, 0).ok());
   EXPECT_EQ(StateOf(*c_, "/p"), HsmState::kReleased);
+  auto all = c_->ReadFile("/p");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_TRUE(*all == data_);
+}
+
+// A reader that joins a restore in progress (here `ciuic hsm restore`, through the client) and
+// meets an OSS that lost track of it between its start and its wait (a restart: kAborted)
+// starts it again instead of failing. The restore it joins was begun by hand: no other wait
+// reaches the fault point.
+TEST_F(HsmProtocolTest, AJoinerWhoseOssLostTheRestoreStartsItAgain) {
+  auto first = Begin();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_NE(first->token(), 0u);
+  // A slow store: the fills begun here still run when the client joins them.
+  std::atomic<bool> slow{true};
+  ColdTier(*cluster_)->TEST_SetGetHook([&slow](std::string_view key, uint64_t) {
+    if (slow.load() && !key.ends_with(".crc"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  });
+  ASSERT_TRUE(EveryObject(first->layout(), 7, first->record().archived_version()).ok());
+  Status r;
+  int hits = 0;
+  {
+    ScopedFault lost("oss.hsm.restore_wait",
+                     Status::Aborted("no restore of it is in progress here (test)"), 1);
+    r = c_->HsmRestore("/p");  // joins: start, wait (aborted once), start again, wait
+    hits = lost.hits();
+  }
+  slow = false;
+  ColdTier(*cluster_)->TEST_SetGetHook(nullptr);
+  EXPECT_TRUE(r.ok()) << r.ToString();
+  EXPECT_EQ(hits, 1);
+  EXPECT_EQ(StateOf(*c_, "/p"), HsmState::kArchived);
   auto all = c_->ReadFile("/p");
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_TRUE(*all == data_);
