@@ -333,11 +333,13 @@ TEST_P(HsmRestartTest, OssRestartsMidRestoreLoseNothing) {
   auto st = c->Stat("/big");
   ASSERT_TRUE(st.ok());
   ASSERT_TRUE(WaitObjectsGone(*cluster, *st));
-  // A slow store: each OSS's 32 chunks take four rounds of its 8 fill threads.
+  // A slow store: each OSS's 32 chunks take four rounds of its 8 fill threads, 4 s in all, so
+  // the stops below come in the middle even on a loaded machine under ASan (300 ms a chunk was
+  // not enough there). A stop waits for the fetches in flight: at most 1 s.
   std::atomic<bool> slow{true};
   ColdTier(*cluster)->TEST_SetGetHook([&slow](std::string_view key, uint64_t) {
     if (slow.load() && !key.ends_with(".crc"))
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::this_thread::sleep_for(std::chrono::seconds(1));
   });
   auto f = c->Open("/big", O_RDONLY, 0);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
